@@ -1,0 +1,79 @@
+"""The exception tree of agentenv: one root, and every message says what to do next.
+
+    AgentEnvError
+    ├── EnvStateError        an env method called in the wrong state (step before reset, ...)
+    ├── TaskFormatError      a task file or record is malformed (names file, task and field)
+    ├── DatasetUnavailable   a dataset cannot be found locally or downloaded
+    ├── TemplateError        a prompt template is missing or uses an undefined variable
+    ├── PolicyError          a policy is misconfigured (no API key, unknown name, ...)
+    ├── ConfigError          a bad option value passed by a user or on the command line
+    └── SandboxError         an infrastructure fault of the sandbox (never a candidate's fault)
+        └── IsolationUnavailable   a required isolation level cannot be provided here
+
+Failures of candidate code are never exceptions: they are data in a ``RunResult``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AgentEnvError",
+    "ConfigError",
+    "DatasetUnavailable",
+    "EnvStateError",
+    "IsolationUnavailable",
+    "PolicyError",
+    "SandboxError",
+    "TaskFormatError",
+    "TemplateError",
+]
+
+
+class AgentEnvError(Exception):
+    """Root of every error agentenv raises on purpose."""
+
+
+class EnvStateError(AgentEnvError):
+    """An environment method was called in a state that does not allow it."""
+
+
+class TaskFormatError(AgentEnvError, ValueError):
+    """A task file or record is malformed."""
+
+    def __init__(self, message: str, *, path: str | None = None, task: str | None = None,
+                 field: str | None = None) -> None:
+        where = []
+        if path is not None:
+            where.append(f"file {path}")
+        if task is not None:
+            where.append(f"task {task!r}")
+        if field is not None:
+            where.append(f"field {field!r}")
+        prefix = (", ".join(where) + ": ") if where else ""
+        super().__init__(prefix + message)
+        self.path = path
+        self.task = task
+        self.field = field
+
+
+class DatasetUnavailable(AgentEnvError):
+    """A dataset could not be read from disk nor downloaded."""
+
+
+class TemplateError(AgentEnvError):
+    """A prompt template is missing or refers to an undefined variable."""
+
+
+class PolicyError(AgentEnvError):
+    """A policy cannot run as configured."""
+
+
+class ConfigError(AgentEnvError, ValueError):
+    """An option has a value agentenv cannot use."""
+
+
+class SandboxError(AgentEnvError):
+    """The sandbox itself failed (not the candidate code)."""
+
+
+class IsolationUnavailable(SandboxError):
+    """The isolation level that was required is not available on this machine."""

