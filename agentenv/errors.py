@@ -3,10 +3,12 @@
     AgentEnvError
     ├── EnvStateError        an env method called in the wrong state (step before reset, ...)
     ├── TaskFormatError      a task file or record is malformed (names file, task and field)
+    ├── RunFormatError       a run directory or one of its files is missing or malformed
     ├── DatasetUnavailable   a dataset cannot be found locally or downloaded
     ├── TemplateError        a prompt template is missing or uses an undefined variable
     ├── PolicyError          a policy is misconfigured (no API key, unknown name, ...)
     ├── ConfigError          a bad option value passed by a user or on the command line
+    ├── MissingDependency    an optional dependency (an extra such as ``gym`` or ``hf``) is absent
     └── SandboxError         an infrastructure fault of the sandbox (never a candidate's fault)
         └── IsolationUnavailable   a required isolation level cannot be provided here
 
@@ -21,7 +23,9 @@ __all__ = [
     "DatasetUnavailable",
     "EnvStateError",
     "IsolationUnavailable",
+    "MissingDependency",
     "PolicyError",
+    "RunFormatError",
     "SandboxError",
     "TaskFormatError",
     "TemplateError",
@@ -55,6 +59,18 @@ class TaskFormatError(AgentEnvError, ValueError):
         self.field = field
 
 
+class RunFormatError(AgentEnvError, ValueError):
+    """A run directory (``trajectories.jsonl``, ``summary.json``) is missing or malformed."""
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None) -> None:
+        where = ""
+        if path is not None:
+            where = f"file {path}" + (f", line {line}" if line is not None else "") + ": "
+        super().__init__(where + message)
+        self.path = path
+        self.line = line
+
+
 class DatasetUnavailable(AgentEnvError):
     """A dataset could not be read from disk nor downloaded."""
 
@@ -69,6 +85,27 @@ class PolicyError(AgentEnvError):
 
 class ConfigError(AgentEnvError, ValueError):
     """An option has a value agentenv cannot use."""
+
+
+class MissingDependency(AgentEnvError, ImportError):
+    """An optional dependency is not installed; the message names the extra that brings it.
+
+    Build it with :meth:`for_extra` so every such message reads the same way.
+    """
+
+    def __init__(self, message: str, *, package: str | None = None, extra: str | None = None) -> None:
+        super().__init__(message, name=package)
+        self.package = package
+        self.extra = extra
+
+    @classmethod
+    def for_extra(cls, package: str, extra: str, feature: str) -> MissingDependency:
+        """``feature`` needs ``package``, which ``pip install "agentenv[extra]"`` brings."""
+        return cls(
+            f"{feature} needs the optional package {package!r}, which is not installed; "
+            f'install it with `pip install "agentenv[{extra}]"`.',
+            package=package, extra=extra,
+        )
 
 
 class SandboxError(AgentEnvError):

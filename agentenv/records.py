@@ -119,6 +119,45 @@ class TurnRecord:
         return out
 
     @classmethod
+    def from_result(
+        cls,
+        *,
+        turn: int,
+        response_text: str,
+        code: str,
+        result: RunResult,
+        reward: float,
+        previous: TurnRecord | None = None,
+        visible: RunResult | None = None,
+        **extra: Any,
+    ) -> TurnRecord:
+        """Build the record of one scored submission; delta and newly_* are relative to ``previous``."""
+        failed = set(result.failed_indices)
+        passed_now = tuple(i for i in range(result.total) if i not in failed)
+        before = set(previous.passed_indices) if previous is not None else set()
+        return cls(
+            turn=turn,
+            response_text=str(response_text),
+            code=code,
+            code_hash=code_hash(code),
+            outcome=classify_outcome(code, result),
+            passed=result.passed,
+            total=result.total,
+            fraction=result.fraction,
+            reward=reward,
+            delta=reward - (previous.reward if previous is not None else 0.0),
+            newly_passed=tuple(i for i in passed_now if i not in before),
+            newly_failed=tuple(sorted(before - set(passed_now))),
+            exec_seconds=result.exec_seconds,
+            timed_out=result.timed_out,
+            failures=result.failures,
+            passed_indices=passed_now,
+            visible_passed=visible.passed if visible is not None else None,
+            visible_total=visible.total if visible is not None else None,
+            **extra,
+        )
+
+    @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TurnRecord:
         known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in known}

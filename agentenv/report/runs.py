@@ -1,0 +1,160 @@
+"""Reading a run directory: ``trajectories.jsonl`` (one episode per line) and ``summary.json``.
+
+Owns the loading, the validation that makes a bad file one clear error naming the file and the
+line, and the small questions every analysis asks of a run first: which mode it was, which
+template ids it used, and its episodes grouped by task. Not here: any metric.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from agentenv.errors import RunFormatError
+from agentenv.records import Trajectory
+
+__all__ = [
+    "SUMMARY_FILE",
+    "TRAJECTORIES_FILE",
+    "by_task",
+    "load_run",
+    "load_summary",
+    "run_mode",
+    "run_settings",
+    "trajectories_path",
+]
+
+TRAJECTORIES_FILE = "trajectories.jsonl"
+SUMMARY_FILE = "summary.json"
+
+_log = structlog.get_logger()
+
+
+def trajectories_path(run: str | Path) -> Path:
+    """The ``trajectories.jsonl`` of a run: ``run`` is the run directory or the file itself."""
+    path = Path(run)
+    if path.is_dir():
+        path = path / TRAJECTORIES_FILE
+    if not path.is_file():
+        raise RunFormatError(
+            "no such file; pass a run directory written by `agentenv run` (it holds "
+            f"{TRAJECTORIES_FILE} and {SUMMARY_FILE}) or the path of a {TRAJECTORIES_FILE}",
+            path=str(path),
+        )
+    return path
+
+
+def load_run(run: str | Path) -> list[Trajectory]:
+    """Every episode of a run, in file order, as :class:`~agentenv.records.Trajectory` objects.
+
+    Blank lines are skipped. An episode written twice (an ``episode_id`` seen again, as after an
+    interrupted resume) counts once: the last line wins. A line that is not a JSON object, or
+    that does not hold a trajectory, raises :class:`~agentenv.errors.RunFormatError` naming
+    the file and the line.
+    """
+    path = trajectories_path(run)
+    episodes: dict[str, Trajectory] = {}
+    anonymous: list[tuple[int, Trajectory]] = []
+    order: dict[str, int] = {}
+    duplicates = 0
+    with path.open(encoding="utf-8") as handle:
+        for lineno, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            trajectory = _parse_line(line, path, lineno)
+            if trajectory.episode_id is None:
+                anonymous.append((lineno, trajectory))
+                continue
+            if trajectory.episode_id in episodes:
+                duplicates += 1
+            else:
+                order[trajectory.episode_id] = lineno
+            episodes[trajectory.episode_id] = trajectory
+    if duplicates:
+        _log.warning("duplicate_episodes", path=str(path), count=duplicates, kept="last")
+    ordered = sorted([(order[eid], t) for eid, t in episodes.items()] + anonymous,
+                     key=lambda pair: pair[0])
+    if not ordered:
+        raise RunFormatError("holds no episodes; did the run finish any?", path=str(path))
+    return [t for _, t in ordered]
+
+
+def _parse_line(line: str, path: Path, lineno: int) -> Trajectory:
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise RunFormatError(f"not valid JSON ({exc.msg} at column {exc.colno}); the line may "
+                             "be cut short by an interrupted run: delete it and re-run to resume",
+                             path=str(path), line=lineno) from None
+    if not isinstance(data, dict):
+        raise RunFormatError(f"expected a JSON object (one trajectory), got {type(data).__name__}",
+                             path=str(path), line=lineno)
+    if not isinstance(data.get("task_name"), str):
+        raise RunFormatError("missing the string field 'task_name'; is this a trajectories file?",
+                             path=str(path), line=lineno)
+    turns = data.get("turns", [])
+    if not isinstance(turns, list) or not all(isinstance(t, dict) for t in turns):
+        raise RunFormatError("field 'turns' must be a list of turn objects",
+                             path=str(path), line=lineno)
+    try:
+        return Trajectory.from_dict(data)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise RunFormatError(f"not a trajectory record: {exc}", path=str(path), line=lineno) from None
+
+
+def load_summary(run: str | Path) -> dict[str, Any] | None:
+    """The run's ``summary.json`` as a dict, or None when the run has none."""
+    path = Path(run)
+    if path.is_file():
+        path = path.parent
+    path = path / SUMMARY_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise RunFormatError(f"not valid JSON ({exc.msg}, line {exc.lineno} column {exc.colno})",
+                             path=str(path), line=exc.lineno) from None
+    if not isinstance(data, dict):
+        raise RunFormatError("expected a JSON object", path=str(path))
+    return data
+
+
+def run_mode(trajectories: Sequence[Trajectory]) -> str:
+    """``"single_step"`` or ``"multi_turn"``; a run that mixes the two is an error."""
+    modes = {t.mode for t in trajectories}
+    if len(modes) != 1:
+        raise RunFormatError(f"a run must hold one mode, found {sorted(modes)}; split the "
+                             "episodes into one run directory per mode")
+    return modes.pop()
+
+
+def by_task(trajectories: Sequence[Trajectory]) -> dict[str, list[Trajectory]]:
+    """Episodes grouped by task name (tasks in first-seen order, samples sorted by index)."""
+    groups: dict[str, list[Trajectory]] = defaultdict(list)
+    for trajectory in trajectories:
+        groups[trajectory.task_name].append(trajectory)
+    return {name: sorted(group, key=lambda t: t.sample) for name, group in groups.items()}
+
+
+def run_settings(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
+    """What the episodes say about how the run was made (each a sorted list of distinct values)."""
+
+    def distinct(values: Any) -> list[Any]:
+        return sorted({v for v in values if v is not None}, key=str)
+
+    template_sets = {json.dumps(t.template_ids, sort_keys=True) for t in trajectories}
+    return {
+        "mode": distinct(t.mode for t in trajectories),
+        "policy": distinct(t.policy for t in trajectories),
+        "model": distinct(t.model for t in trajectories),
+        "max_turns": distinct(t.max_turns for t in trajectories),
+        "token_budget": distinct(t.token_budget for t in trajectories),
+        "feedback_from": distinct(t.feedback_from for t in trajectories),
+        "template_ids": [json.loads(s) for s in sorted(template_sets)],
+    }
