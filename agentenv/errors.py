@@ -7,6 +7,7 @@
     ├── DatasetUnavailable   a dataset cannot be found locally or downloaded
     ├── TemplateError        a prompt template is missing or uses an undefined variable
     ├── PolicyError          a policy is misconfigured (no API key, unknown name, ...)
+    │   └── PolicyCallError  one policy call failed after its retries (server errors, bad request)
     ├── ConfigError          a bad option value passed by a user or on the command line
     ├── MissingDependency    an optional dependency (an extra such as ``gym`` or ``hf``) is absent
     └── SandboxError         an infrastructure fault of the sandbox (never a candidate's fault)
@@ -24,6 +25,7 @@ __all__ = [
     "EnvStateError",
     "IsolationUnavailable",
     "MissingDependency",
+    "PolicyCallError",
     "PolicyError",
     "RunFormatError",
     "SandboxError",
@@ -81,6 +83,14 @@ class TemplateError(AgentEnvError):
 
 class PolicyError(AgentEnvError):
     """A policy cannot run as configured."""
+
+
+class PolicyCallError(PolicyError):
+    """One call to a policy's model failed for good (retries exhausted, or the request rejected).
+
+    Unlike its parent this is about one episode, not the configuration: the rollout runner
+    records the episode as failed, carries on with the others, and retries it on resume.
+    """
 
 
 class ConfigError(AgentEnvError, ValueError):

@@ -52,9 +52,10 @@ def trajectories_path(run: str | Path) -> Path:
 def load_run(run: str | Path) -> list[Trajectory]:
     """Every episode of a run, in file order, as :class:`~agentenv.records.Trajectory` objects.
 
-    Blank lines are skipped. An episode written twice (an ``episode_id`` seen again, as after an
-    interrupted resume) counts once: the last line wins. A line that is not a JSON object, or
-    that does not hold a trajectory, raises :class:`~agentenv.errors.RunFormatError` naming
+    Blank lines are skipped, and so is a torn last line (no newline at the end and not JSON: an
+    episode being written when the file was read). An episode written twice (an ``episode_id``
+    seen again) counts once: the last line wins. A line that is not a JSON object, or that
+    does not hold a trajectory, raises :class:`~agentenv.errors.RunFormatError` naming
     the file and the line.
     """
     path = trajectories_path(run)
@@ -62,19 +63,30 @@ def load_run(run: str | Path) -> list[Trajectory]:
     anonymous: list[tuple[int, Trajectory]] = []
     order: dict[str, int] = {}
     duplicates = 0
-    with path.open(encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            trajectory = _parse_line(line, path, lineno)
-            if trajectory.episode_id is None:
-                anonymous.append((lineno, trajectory))
-                continue
-            if trajectory.episode_id in episodes:
-                duplicates += 1
-            else:
-                order[trajectory.episode_id] = lineno
-            episodes[trajectory.episode_id] = trajectory
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise RunFormatError(f"not UTF-8 text ({exc.reason} at byte {exc.start})",
+                             path=str(path)) from None
+    lines = text.split("\n")
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    for index, line in enumerate(lines):
+        if not line.strip():
+            continue
+        lineno = index + 1
+        if index == last and not text.endswith("\n") and not _is_json(line):
+            # A run still being written (or killed mid-write) leaves a torn last line.
+            _log.warning("torn_last_line_skipped", path=str(path), line=lineno)
+            continue
+        trajectory = _parse_line(line, path, lineno)
+        if trajectory.episode_id is None:
+            anonymous.append((lineno, trajectory))
+            continue
+        if trajectory.episode_id in episodes:
+            duplicates += 1
+        else:
+            order[trajectory.episode_id] = lineno
+        episodes[trajectory.episode_id] = trajectory
     if duplicates:
         _log.warning("duplicate_episodes", path=str(path), count=duplicates, kept="last")
     ordered = sorted([(order[eid], t) for eid, t in episodes.items()] + anonymous,
@@ -82,6 +94,14 @@ def load_run(run: str | Path) -> list[Trajectory]:
     if not ordered:
         raise RunFormatError("holds no episodes; did the run finish any?", path=str(path))
     return [t for _, t in ordered]
+
+
+def _is_json(line: str) -> bool:
+    try:
+        json.loads(line)
+    except json.JSONDecodeError:
+        return False
+    return True
 
 
 def _parse_line(line: str, path: Path, lineno: int) -> Trajectory:

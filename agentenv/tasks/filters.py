@@ -1,14 +1,46 @@
-"""Filters applied after any loader: difficulty, tags, release date, dedupe, seeded shuffle, limit."""
+"""Filters applied after any loader: difficulty, tags, release date, dedupe, seeded shuffle, limit.
+
+Also the one table that maps each benchmark's difficulty labels (APPS' "introductory",
+TACO's "MEDIUM_HARD", ...) onto agentenv's three levels, so that ``difficulty=`` filters mean
+the same thing whatever the source.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 from collections.abc import Iterable, Sequence
 
 from agentenv.errors import ConfigError
 from agentenv.tasks.schema import DIFFICULTIES, Task
 
-__all__ = ["apply_filters"]
+__all__ = ["DIFFICULTY_ALIASES", "apply_filters", "normalize_difficulty"]
+
+# Benchmark labels -> easy/medium/hard. APPS: introductory/interview/competition; TACO:
+# EASY..VERY_HARD; LiveCodeBench and LeetCode: easy/medium/hard. Keys are lower-case.
+DIFFICULTY_ALIASES: dict[str, str | None] = {
+    "easy": "easy", "introductory": "easy", "beginner": "easy", "basic": "easy",
+    "medium": "medium", "interview": "medium", "intermediate": "medium",
+    "hard": "hard", "competition": "hard", "medium_hard": "hard", "very_hard": "hard",
+    "expert": "hard",
+    "": None, "none": None, "unknown": None, "unknown_difficulty": None, "n/a": None,
+}
+
+
+def normalize_difficulty(value: object, *, strict: bool = False) -> str | None:
+    """Map a benchmark's difficulty label to easy/medium/hard (None when it has none).
+
+    Unrecognised labels give None, or raise ConfigError when ``strict``.
+    """
+    if value is None:
+        return None
+    key = str(value).strip().lower().replace("-", "_").replace(" ", "_")
+    if key in DIFFICULTY_ALIASES:
+        return DIFFICULTY_ALIASES[key]
+    if strict:
+        raise ConfigError(f"unknown difficulty label {value!r}; use one of {', '.join(DIFFICULTIES)} "
+                          f"or a known alias ({', '.join(k for k in DIFFICULTY_ALIASES if k)})")
+    return None
 
 
 def _as_set(value: str | Iterable[str] | None) -> set[str] | None:
@@ -19,12 +51,22 @@ def _as_set(value: str | Iterable[str] | None) -> set[str] | None:
     return set(value)
 
 
+def _iso_day(value: str | dt.date) -> str:
+    """``since`` as a YYYY-MM-DD string, rejecting what is not an ISO date."""
+    if isinstance(value, dt.date):
+        return value.isoformat()[:10]
+    try:
+        return dt.date.fromisoformat(str(value).strip()[:10]).isoformat()
+    except ValueError:
+        raise ConfigError(f"since must be an ISO date such as 2024-08-01, got {value!r}") from None
+
+
 def apply_filters(
     tasks: Sequence[Task],
     *,
     difficulty: str | Iterable[str] | None = None,
     tags: str | Iterable[str] | None = None,
-    since: str | None = None,
+    since: str | dt.date | None = None,
     dedupe: bool = False,
     shuffle_seed: int | None = None,
     limit: int | None = None,
@@ -43,6 +85,7 @@ def apply_filters(
             f"use one or more of {', '.join(DIFFICULTIES)}"
         )
     wanted_tags = _as_set(tags)
+    since_day = _iso_day(since) if since is not None else None
     out: list[Task] = []
     seen: set[str] = set()
     for task in tasks:
@@ -50,9 +93,9 @@ def apply_filters(
             continue
         if wanted_tags is not None and not wanted_tags & set(task.tags):
             continue
-        if since is not None:
+        if since_day is not None:
             released = str(task.metadata.get("release_date") or "")
-            if not released or released[:10] < since[:10]:
+            if not released or released[:10] < since_day:
                 continue
         if dedupe:
             if task.prompt_hash in seen:

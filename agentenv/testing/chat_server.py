@@ -140,7 +140,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"   # keep-alive, so a client's connection pool is reused
     server: _Server
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's name
+    def log_message(self, format: str, *args: Any) -> None:
         return  # quiet: tests and benchmarks read the recorded requests instead
 
     def _send_json(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:

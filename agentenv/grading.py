@@ -1,0 +1,487 @@
+"""Grading: what the sandboxed child computes for each check, and how the trusted side judges it.
+
+This module is the sandbox's policy, kept apart from its process machinery
+(:mod:`agentenv.sandbox`): :func:`plan_checks` turns a task's checks into the job items the child
+executes, and :func:`judge` turns the frames the child sent back into a
+:class:`~agentenv.sandbox.result.RunResult`. The child computes; this side decides.
+
+A check is graded in one of three ways:
+
+- **trusted** (``mode == "trusted"``): a single ``assert`` is decomposed with :mod:`ast` into the
+  calls into the candidate it makes (``add(2, 3)`` in ``assert add(2, 3) == 5``). Only those call
+  expressions, with their arguments, are sent to the child, which returns each result as plain
+  data (see :mod:`agentenv.sandbox._wire`). The rest of the assertion, expected values included,
+  is evaluated here with the returned values substituted, restricted to a small set of trusted
+  builtins, and with ``==``/``!=``/``in``/``not in`` replaced by :func:`strict_equal` (same
+  exact type, no subclasses, element-wise containers, floats within ``float_tolerance`` when the
+  task gives one). Anything that is not plain data fails the check ("returned a Foo, expected
+  int").
+- **stdio** (:class:`~agentenv.tasks.schema.StdioCase`): the child runs the candidate as a
+  program with the case's stdin and returns what it wrote to stdout; the expected output never
+  leaves this process; the comparison ignores trailing spaces on each line and trailing newlines.
+- **in the child** (``mode == "child"``): anything else (several statements, loops, helper
+  functions, comprehensions, names the trusted side cannot see). The child runs it and reports
+  whether it raised. Those verdicts come from the candidate's own process, so a hostile candidate
+  could forge them; they are counted in ``RunResult.graded_in_child``.
+
+Exit codes never decide anything, and stdout is never parsed for verdicts.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import functools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import CodeType
+from typing import TYPE_CHECKING, Any, Literal
+
+from agentenv.sandbox._wire import decode_value
+from agentenv.tasks.schema import Check, StdioCase
+
+if TYPE_CHECKING:
+    from agentenv.sandbox.result import Failure, FailureKind, RunResult
+
+__all__ = [
+    "TRUSTED_NAMES",
+    "CheckPlan",
+    "Plan",
+    "judge",
+    "normalise_stdout",
+    "plan_checks",
+    "strict_equal",
+]
+
+Mode = Literal["trusted", "child", "stdio"]
+
+# Names an assertion may use on the trusted side. Everything else is the candidate's (or the
+# task setup's) and has to be computed in the child.
+_TRUSTED_BUILTINS = (
+    "abs", "all", "any", "bin", "bool", "bytes", "chr", "dict", "divmod", "enumerate", "filter",
+    "float", "frozenset", "hex", "int", "isinstance", "len", "list", "map", "max", "min", "oct",
+    "ord", "pow", "range", "repr", "reversed", "round", "set", "slice", "sorted", "str", "sum",
+    "tuple", "type", "zip", "ValueError", "TypeError", "Exception",
+)
+TRUSTED_NAMES = frozenset((*_TRUSTED_BUILTINS, "math"))
+_SAFE_BUILTINS = {name: getattr(builtins, name) for name in _TRUSTED_BUILTINS}
+
+# Nodes that bind names or suspend evaluation: a call under one of them cannot be shipped alone.
+_SCOPED = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.NamedExpr,
+           ast.Await, ast.Yield, ast.YieldFrom)
+
+_V, _EQ, _IN = "_agentenv_value", "_agentenv_equal", "_agentenv_contains"
+
+
+@dataclass(frozen=True)
+class CheckPlan:
+    """How one check is graded: where the verdict is made and what the child must compute.
+
+    For ``trusted`` checks, ``calls`` are the call expressions the child evaluates (source
+    text), ``program`` is the assertion rewritten to read those values, and ``expected_types``
+    maps a call to the trusted operand it is compared against with ``==`` (for messages).
+    """
+
+    index: int
+    check: Check
+    mode: Mode
+    calls: tuple[str, ...] = ()
+    program: CodeType | None = None
+    expected_types: tuple[tuple[int, CodeType], ...] = ()
+
+    @property
+    def text(self) -> str:
+        return str(self.check)
+
+    def job_item(self) -> dict[str, Any]:
+        """What the child is sent for this check: never an expected value."""
+        if isinstance(self.check, StdioCase):
+            return {"i": self.index, "k": "stdio", "stdin": self.check.stdin}
+        if self.mode == "trusted":
+            return {"i": self.index, "k": "calls", "calls": list(self.calls)}
+        return {"i": self.index, "k": "stmt", "src": self.check}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The grading plan of a check list, in order."""
+
+    checks: tuple[CheckPlan, ...]
+
+    @property
+    def graded_in_child(self) -> int:
+        return sum(1 for c in self.checks if c.mode == "child")
+
+    @property
+    def needs_module(self) -> bool:
+        """True when the candidate must be loaded as a module (some check is not stdio)."""
+        return any(c.mode != "stdio" for c in self.checks)
+
+    def job_items(self) -> list[dict[str, Any]]:
+        return [c.job_item() for c in self.checks]
+
+
+def plan_checks(checks: Sequence[Check]) -> Plan:
+    """Decide, for each check, what the child computes and where the verdict is made."""
+    plans = []
+    for index, check in enumerate(checks):
+        if not isinstance(check, (str, StdioCase)):
+            raise TypeError(f"check {index} must be a str or StdioCase, got {type(check).__name__}")
+        plans.append(_plan_one(index, check))
+    return Plan(tuple(plans))
+
+
+@functools.lru_cache(maxsize=8192)
+def _plan_one(index: int, check: Check) -> CheckPlan:
+    if isinstance(check, StdioCase):
+        return CheckPlan(index, check, "stdio")
+    decomposed = _decompose(check)
+    if decomposed is None:
+        return CheckPlan(index, check, "child")
+    calls, program, expected = decomposed
+    return CheckPlan(index, check, "trusted", calls, program, expected)
+
+
+class _Decomposer(ast.NodeTransformer):
+    """Replaces each call into untrusted code by ``_agentenv_value(j)`` and records its source."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.ok = True
+
+    def visit(self, node: ast.AST) -> Any:
+        if not self.ok:
+            return node
+        if isinstance(node, _SCOPED):
+            self.ok = False
+            return node
+        if isinstance(node, ast.expr) and not _untrusted_names(node):
+            return node  # wholly trusted: evaluated here as written
+        if isinstance(node, ast.Call) and _untrusted_names(node.func):
+            if any(isinstance(n, _SCOPED) for n in ast.walk(node)):
+                self.ok = False
+                return node
+            self.calls.append(ast.unparse(node))
+            placeholder = ast.Call(func=ast.Name(_V, ast.Load()),
+                                   args=[ast.Constant(len(self.calls) - 1)], keywords=[])
+            return ast.copy_location(placeholder, node)
+        if isinstance(node, ast.Name):
+            self.ok = False  # a bare untrusted name (a variable, a function object)
+            return node
+        return self.generic_visit(node)
+
+
+def _untrusted_names(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Name) and n.id not in TRUSTED_NAMES for n in ast.walk(node))
+
+
+class _StrictComparisons(ast.NodeTransformer):
+    """Rewrites ``==``, ``!=``, ``in``, ``not in`` into calls of the strict comparison."""
+
+    def visit_Compare(self, node: ast.Compare) -> Any:
+        self.generic_visit(node)
+        operands = [node.left, *node.comparators]
+        parts: list[ast.expr] = []
+        for op, left, right in zip(node.ops, operands, operands[1:]):
+            part: ast.expr
+            if isinstance(op, (ast.Eq, ast.NotEq)):
+                part = ast.Call(ast.Name(_EQ, ast.Load()), [left, right], [])
+            elif isinstance(op, (ast.In, ast.NotIn)):
+                part = ast.Call(ast.Name(_IN, ast.Load()), [left, right], [])
+            else:
+                part = ast.Compare(left, [op], [right])
+            if isinstance(op, (ast.NotEq, ast.NotIn)):
+                part = ast.UnaryOp(ast.Not(), part)
+            parts.append(part)
+        result = parts[0] if len(parts) == 1 else ast.BoolOp(ast.And(), parts)
+        return ast.copy_location(result, node)
+
+
+def _decompose(source: str) -> tuple[tuple[str, ...], CodeType, tuple[tuple[int, CodeType], ...]] | None:
+    try:
+        tree = ast.parse(source, mode="exec")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assert):
+        return None
+    decomposer = _Decomposer()
+    try:
+        test = decomposer.visit(tree.body[0].test)
+    except RecursionError:
+        return None
+    if not decomposer.ok or _untrusted_names(test):
+        return None
+    expected: list[tuple[int, CodeType]] = []
+    for node in ast.walk(test):
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+            pair = (node.left, node.comparators[0])
+            for this, other in (pair, pair[::-1]):
+                if _is_placeholder(this) and not any(_is_placeholder(n) for n in ast.walk(other)):
+                    index = this.args[0].value  # type: ignore[attr-defined]
+                    expected.append((index, compile(ast.Expression(other), "<expected>", "eval")))
+    rewritten = _StrictComparisons().visit(test)
+    module = ast.fix_missing_locations(ast.Expression(rewritten))
+    try:
+        program = compile(module, f"<check: {source[:60]}>", "eval", dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    return tuple(decomposer.calls), program, tuple(expected)
+
+
+def _is_placeholder(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == _V)
+
+
+# --------------------------------------------------------------------------- strict comparison
+
+def strict_equal(actual: Any, expected: Any, tolerance: float | None = None) -> bool:
+    """Equality that an impostor cannot satisfy.
+
+    Both sides must have the same exact type (``True`` is not ``1``, ``1`` is not ``1.0``, a
+    ``str`` subclass is not a ``str``); containers are compared element by element with the
+    same rule; floats are equal when ``==`` holds, when both are NaN, or when they are within
+    ``tolerance`` (absolute or relative) if one is given.
+    """
+    kind = type(actual)
+    if kind is not type(expected):
+        return False
+    if kind is float:
+        if actual == expected or (math.isnan(actual) and math.isnan(expected)):
+            return True
+        return tolerance is not None and math.isclose(actual, expected, rel_tol=tolerance,
+                                                      abs_tol=tolerance)
+    if kind is list or kind is tuple:
+        return len(actual) == len(expected) and all(
+            strict_equal(a, e, tolerance) for a, e in zip(actual, expected))
+    if kind is dict:
+        if len(actual) != len(expected):
+            return False
+        keys = {k: k for k in expected}
+        for key, value in actual.items():
+            if key not in keys or type(keys[key]) is not type(key):
+                return False
+            if not strict_equal(value, expected[key], tolerance):
+                return False
+        return True
+    if kind is set or kind is frozenset:
+        if len(actual) != len(expected):
+            return False
+        members = {m: m for m in expected}
+        return all(m in members and type(members[m]) is type(m) for m in actual)
+    if kind in (type(None), bool, int, str, bytes):
+        return bool(actual == expected)
+    return False
+
+
+def strict_contains(item: Any, container: Any, tolerance: float | None = None) -> bool:
+    """``item in container`` with :func:`strict_equal` for the members."""
+    if type(container) in (str, bytes) and type(item) is type(container):
+        return item in container
+    if type(container) is dict:
+        container = list(container)
+    if type(container) not in (list, tuple, set, frozenset, range):
+        raise TypeError(f"'in' needs a plain container, got {type(container).__name__}")
+    return any(strict_equal(item, member, tolerance) for member in container)
+
+
+# --------------------------------------------------------------------------- judging
+
+def normalise_stdout(text: str) -> str:
+    """Output as a judge compares it: line endings unified, trailing spaces and final newlines gone."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return "\n".join(line.rstrip() for line in lines).rstrip("\n")
+
+
+def _clip(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _short_repr(value: Any) -> str:
+    try:
+        return _clip(repr(value))
+    except RecursionError:  # pragma: no cover - bounded by the wire's depth limit
+        return "<deep value>"
+
+
+class _Missing(Exception):
+    """A call's value never arrived (the child died or ran out of time first)."""
+
+
+class _CallFailed(Exception):
+    """A call raised in the child, or returned something that is not plain data."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def judge(
+    plan: Plan,
+    frames: Sequence[Mapping[str, Any]],
+    *,
+    timed_out: bool,
+    isolation: str,
+    exec_seconds: float = 0.0,
+    stdout: str = "",
+    stderr: str = "",
+    float_tolerance: float | None = None,
+    died: str | None = None,
+) -> RunResult:
+    """Turn the child's frames into a RunResult; every verdict is decided here.
+
+    ``died`` says how the child ended when it did not finish (a signal, a limit), for the
+    ``no_result`` messages. Exit codes are never consulted.
+    """
+    from agentenv.sandbox.result import RunResult
+
+    load: Mapping[str, Any] | None = None
+    stmt: dict[int, Mapping[str, Any]] = {}
+    stdio: dict[int, Mapping[str, Any]] = {}
+    calls: dict[tuple[int, int], Mapping[str, Any]] = {}
+    for frame in frames:
+        kind, index = frame.get("t"), frame.get("i")
+        if kind == "load":
+            load = load or frame
+        elif type(index) is not int:
+            continue
+        elif kind == "stmt":
+            stmt.setdefault(index, frame)
+        elif kind == "stdio":
+            stdio.setdefault(index, frame)
+        elif kind == "call" and type(frame.get("j")) is int:
+            calls.setdefault((index, frame["j"]), frame)
+
+    def missing(cp: CheckPlan) -> Failure:
+        from agentenv.sandbox.result import Failure
+
+        if timed_out:
+            return Failure(cp.index, cp.text, "timeout",
+                           "the time limit was reached before this check finished")
+        why = f" ({died})" if died else ""
+        return Failure(cp.index, cp.text, "no_result",
+                       f"the candidate's process ended before reporting this check{why}")
+
+    failures: list[Failure] = []
+    passed: list[int] = []
+    for cp in plan.checks:
+        failure: Failure | None
+        if cp.mode == "stdio":
+            failure = _judge_stdio(cp, stdio.get(cp.index), missing)
+        elif load is None:
+            failure = missing(cp)
+        elif load.get("ok") is not True:
+            failure = _failure(cp, _kind(load.get("kind")), str(load.get("msg", "")))
+        elif cp.mode == "child":
+            frame = stmt.get(cp.index)
+            if frame is None:
+                failure = missing(cp)
+            elif frame.get("ok") is True:
+                failure = None
+            else:
+                failure = _failure(cp, _kind(frame.get("kind")), str(frame.get("msg", "")))
+        else:
+            failure = _judge_trusted(cp, calls, float_tolerance, missing)
+        if failure is None:
+            passed.append(cp.index)
+        else:
+            failures.append(failure)
+    return RunResult.from_counts(
+        len(passed), len(plan.checks), timed_out=timed_out, failures=tuple(failures),
+        isolation=isolation, graded_in_child=plan.graded_in_child, exec_seconds=exec_seconds,
+        stdout=stdout, stderr=stderr, passed_indices=tuple(passed),
+    )
+
+
+def _kind(value: Any) -> FailureKind:
+    return value if value in ("assertion", "exception", "syntax") else "exception"  # type: ignore[no-any-return]
+
+
+def _failure(cp: CheckPlan, kind: FailureKind, message: str) -> Failure:
+    from agentenv.sandbox.result import Failure
+
+    message = message.strip()
+    if kind == "assertion" and message in ("", "AssertionError"):
+        message = "assertion failed"
+    return Failure(cp.index, cp.text, kind, _clip(message, 500))
+
+
+def _judge_trusted(cp: CheckPlan, calls: Mapping[tuple[int, int], Mapping[str, Any]],
+                   tolerance: float | None, missing: Any) -> Failure | None:
+    values: dict[int, Any] = {}
+
+    def value(j: int) -> Any:
+        if j in values:
+            return values[j]
+        frame = calls.get((cp.index, j))
+        if frame is None:
+            raise _Missing
+        if "v" not in frame:
+            if frame.get("kind") == "type":
+                raise _CallFailed("type", str(frame.get("msg", "object")))
+            raise _CallFailed(_kind(frame.get("kind")), str(frame.get("msg", "")))
+        try:
+            values[j] = decode_value(frame["v"])
+        except (ValueError, TypeError, OverflowError, RecursionError):
+            raise _CallFailed("exception", "its result arrived malformed") from None
+        return values[j]
+
+    namespace = {
+        "__builtins__": _SAFE_BUILTINS, "math": math, _V: value,
+        _EQ: lambda a, e: strict_equal(a, e, tolerance),
+        _IN: lambda a, c: strict_contains(a, c, tolerance),
+    }
+    assert cp.program is not None
+    try:
+        ok = bool(eval(cp.program, namespace))
+    except _Missing:
+        return missing(cp)  # type: ignore[no-any-return]
+    except _CallFailed as exc:
+        j = _failing_call(cp, calls)
+        call = cp.calls[j] if j is not None else "the call"
+        if exc.kind == "type":
+            expected = _expected_type(cp, j, namespace)
+            wanted = f", expected {expected}" if expected else " (only plain data is accepted)"
+            return _failure(cp, "assertion", f"{_clip(call, 80)} returned a {exc}{wanted}")
+        return _failure(cp, "exception" if exc.kind == "assertion" else _kind(exc.kind),
+                        f"{_clip(call, 80)} raised {exc}")
+    except Exception as exc:  # the trusted expression failed on the returned values
+        return _failure(cp, "exception", f"{type(exc).__name__}: {exc}")
+    if ok:
+        return None
+    got = "; ".join(f"{_clip(cp.calls[j], 60)} returned {_short_repr(v)}"
+                    for j, v in sorted(values.items()))
+    return _failure(cp, "assertion", got or "assertion failed")
+
+
+def _failing_call(cp: CheckPlan, calls: Mapping[tuple[int, int], Mapping[str, Any]]) -> int | None:
+    for j in range(len(cp.calls)):
+        frame = calls.get((cp.index, j))
+        if frame is not None and "v" not in frame:
+            return j
+    return None
+
+
+def _expected_type(cp: CheckPlan, j: int | None, namespace: dict[str, Any]) -> str | None:
+    for index, code in cp.expected_types:
+        if index == j:
+            try:
+                return type(eval(code, namespace)).__name__
+            except Exception:
+                return None
+    return None
+
+
+def _judge_stdio(cp: CheckPlan, frame: Mapping[str, Any] | None, missing: Any) -> Failure | None:
+    assert isinstance(cp.check, StdioCase)
+    if frame is None:
+        return missing(cp)  # type: ignore[no-any-return]
+    out = frame.get("out")
+    if type(out) is not str:
+        return _failure(cp, "exception", "the program's output did not arrive")
+    if frame.get("kind"):
+        return _failure(cp, _kind(frame["kind"]), str(frame.get("msg", "")))
+    if normalise_stdout(out) == normalise_stdout(cp.check.expected_stdout):
+        return None
+    return _failure(cp, "assertion",
+                    f"expected stdout {_clip(cp.check.expected_stdout)!r}, got {_clip(out)!r}")

@@ -1,0 +1,411 @@
+"""TRL integration: a sandboxed code reward for GRPO/RLOO, and the datasets it reads.
+
+TRL's ``GRPOTrainer`` (and ``RLOOTrainer``) call a custom reward function with keyword arguments
+only: ``prompts``, ``completions``, ``completion_ids``, every dataset column other than
+``prompt`` as a list with one entry per completion, and, in recent versions, ``trainer_state``,
+``log_extra`` and ``log_metric``. It must return one float per completion, or ``None`` where the
+reward does not apply. This module follows that convention:
+
+- :func:`to_records` turns tasks into rows: a ``prompt`` (a conversation, or plain text) plus the
+  task columns the reward needs; :func:`to_hf_dataset` wraps them in a ``datasets.Dataset``
+  (the ``hf`` extra);
+- :func:`code_reward` (threads) and :func:`acode_reward` (asyncio; TRL awaits async reward
+  functions concurrently) extract code from each completion, run it against that row's checks
+  in the sandbox and return agentenv's dense reward; :func:`make_code_reward` builds variants
+  with another reward, timeout, isolation level or concurrency.
+
+The columns (``ROW_COLUMNS``): ``task_name``, ``entry_point``, ``checks`` (a JSON list: a check
+is a string of Python or ``{"stdin", "expected_stdout"}``; JSON keeps one Arrow type for assert
+and stdio tasks alike), ``setup_code``, ``float_tolerance``, ``difficulty``, ``source``. Hidden
+checks go in the dataset because the reward needs them; the prompt never shows them.
+
+Not here: generation, the trainer, or anything that imports torch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentenv.errors import ConfigError, MissingDependency
+from agentenv.extract import extract_code
+from agentenv.prompts import Prompts
+from agentenv.records import classify_outcome
+from agentenv.rewards import RewardFn, checked_reward, get_reward
+from agentenv.sandbox.result import RunResult
+from agentenv.tasks.schema import Check, StdioCase, Task, check_from_dict, check_to_dict
+
+__all__ = [
+    "ROW_COLUMNS",
+    "acode_reward",
+    "code_reward",
+    "completion_text",
+    "decode_checks",
+    "make_code_reward",
+    "to_hf_dataset",
+    "to_records",
+]
+
+ROW_COLUMNS: tuple[str, ...] = (
+    "task_name", "entry_point", "checks", "setup_code", "float_tolerance", "difficulty", "source",
+)
+
+DEFAULT_TIMEOUT = 5.0  # seconds per completion, as CodingEnv
+
+# Stand-in result for a completion with no code: nothing is run (see agentenv.envs.scoring).
+_NO_CODE = "no code found in the completion"
+
+
+# -- datasets --------------------------------------------------------------------------------
+
+def _resolve_tasks(tasks: Iterable[Task] | str) -> list[Task]:
+    if isinstance(tasks, str):
+        from agentenv.tasks import load_tasks
+
+        return load_tasks(tasks)
+    out = list(tasks)
+    for task in out:
+        if not isinstance(task, Task):
+            raise ConfigError(f"expected Task objects (or a task-set name), got {type(task).__name__}")
+    return out
+
+
+def _prompt(task: Task, prompts: Prompts, conversational: bool, system_prompt: str | None) -> Any:
+    """The prompt cell for ``task``: the env's own opening messages, or the same text as one string."""
+    system = prompts.system(max_turns=1) if system_prompt is None else system_prompt
+    user = prompts.task(task, max_turns=1)
+    if not conversational:
+        return f"{system}\n\n{user}" if system else user
+    messages = [{"role": "system", "content": system}] if system else []
+    return [*messages, {"role": "user", "content": user}]
+
+
+def to_records(tasks: Iterable[Task] | str, *, conversational: bool = True,
+               system_prompt: str | None = None,
+               prompts_dir: str | Path | None = None) -> list[dict[str, Any]]:
+    """One row per task: ``prompt`` plus the columns :func:`code_reward` reads.
+
+    The prompt is what ``CodingEnv``'s policies see: the packaged ``system.j2`` and ``task.j2``
+    templates (or those in ``prompts_dir``), which show the task and its visible checks but never
+    a hidden one. It is a list of ``{"role", "content"}`` messages (TRL's conversational format;
+    TRL applies the model's chat template) or, with ``conversational=False``, one string (TRL's
+    standard format, for base models). ``system_prompt`` replaces the system text ("" drops it).
+    ``tasks`` may also be a task-set name or path, loaded with ``load_tasks``. Needs no
+    third-party package.
+    """
+    prompts = Prompts(prompts_dir)
+    rows = []
+    for task in _resolve_tasks(tasks):
+        rows.append({
+            "prompt": _prompt(task, prompts, conversational, system_prompt),
+            "task_name": task.name,
+            "entry_point": task.entry_point,
+            "checks": json.dumps([check_to_dict(c) for c in task.checks]),
+            "setup_code": task.setup_code,
+            "float_tolerance": None if task.float_tolerance is None else float(task.float_tolerance),
+            "difficulty": task.difficulty,
+            "source": task.source,
+        })
+    return rows
+
+
+def to_hf_dataset(tasks: Iterable[Task] | str, *, conversational: bool = True,
+                  system_prompt: str | None = None, prompts_dir: str | Path | None = None) -> Any:
+    """The rows of :func:`to_records` as a ``datasets.Dataset``, ready for ``GRPOTrainer``."""
+    try:
+        import datasets
+    except ImportError as exc:
+        raise MissingDependency.for_extra("datasets", "hf", "to_hf_dataset") from exc
+    records = to_records(tasks, conversational=conversational, system_prompt=system_prompt,
+                         prompts_dir=prompts_dir)
+    if not records:
+        raise ConfigError("to_hf_dataset needs at least one task")
+    return datasets.Dataset.from_list(records)
+
+
+# -- reading one batch -------------------------------------------------------------------------
+
+def completion_text(completion: Any) -> str:
+    """The text of one completion, in TRL's standard or conversational format.
+
+    A string is itself. A conversation (a list of message dicts) gives the content of its last
+    assistant message that has text; content given as a list of parts (``{"type": "text",
+    "text": ...}``) is joined. Anything else gives "" (and so a reward of 0).
+    """
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, Mapping):
+        completion = [completion]
+    if not isinstance(completion, Sequence):
+        return ""
+    for message in reversed(completion):
+        if not isinstance(message, Mapping) or message.get("role", "assistant") != "assistant":
+            continue
+        text = _content_text(message.get("content"))
+        if text:
+            return text
+    return ""
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        parts = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+        return "".join(parts)
+    return ""
+
+
+def decode_checks(value: Any) -> tuple[Check, ...] | None:
+    """A row's ``checks`` value as a tuple of checks; ``None`` when the row has none.
+
+    Accepts the JSON text :func:`to_records` writes, a list of strings /
+    ``{"stdin", "expected_stdout"}`` dicts / :class:`StdioCase`, or a plain string of Python that
+    is not a JSON list (taken as one check, e.g. a block of asserts).
+    """
+    if value is None:
+        return None
+    if isinstance(value, StdioCase):
+        return (value,)
+    if isinstance(value, str):
+        stripped = value.strip()
+        if not stripped:
+            return None
+        if stripped.startswith("["):
+            try:
+                decoded = json.loads(stripped)
+            except ValueError:
+                decoded = None
+            if isinstance(decoded, list):
+                value = decoded
+            else:
+                return (value,)
+        else:
+            return (value,)
+    if not isinstance(value, Sequence):
+        raise ConfigError(f"a row's checks must be a JSON list, a list of checks or a string of "
+                          f"Python; got {type(value).__name__}")
+    checks = tuple(c if isinstance(c, StdioCase) else check_from_dict(c) for c in value)
+    return checks or None
+
+
+@dataclass(frozen=True)
+class _Submission:
+    """What one completion asks the sandbox to run."""
+
+    code: str
+    checks: tuple[Check, ...]
+    setup_code: str
+    float_tolerance: float | None
+
+
+def _column(columns: Mapping[str, Any], name: str, n: int) -> list[Any] | None:
+    values = columns.get(name)
+    if values is None:
+        return None
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise ConfigError(f"column {name!r} must be a list with one entry per completion "
+                          f"(TRL's convention), got {type(values).__name__}")
+    if len(values) != n:
+        raise ConfigError(f"column {name!r} has {len(values)} entries for {n} completions; TRL "
+                          "passes one entry per completion")
+    return list(values)
+
+
+def _submissions(completions: Sequence[Any] | None,
+                 columns: Mapping[str, Any]) -> list[_Submission | None]:
+    if completions is None:
+        raise ConfigError("code_reward needs completions=...; TRL passes them as a keyword argument")
+    if isinstance(completions, str) or not isinstance(completions, Sequence):
+        raise ConfigError("completions must be a list (one entry per completion)")
+    n = len(completions)
+    checks_column = _column(columns, "checks", n)
+    if checks_column is None:
+        raise ConfigError(
+            "code_reward needs a 'checks' column in the training dataset (TRL passes dataset "
+            "columns to reward functions); build the dataset with "
+            "agentenv.integrations.trl.to_hf_dataset(tasks), and keep remove_unused_columns=False"
+        )
+    entry_points = _column(columns, "entry_point", n) or [None] * n
+    setups = _column(columns, "setup_code", n) or [""] * n
+    tolerances = _column(columns, "float_tolerance", n) or [None] * n
+    decoded: dict[str, tuple[Check, ...] | None] = {}  # a group repeats one row G times
+    out: list[_Submission | None] = []
+    for i, completion in enumerate(completions):
+        raw = checks_column[i]
+        if isinstance(raw, str):
+            if raw not in decoded:
+                decoded[raw] = decode_checks(raw)
+            checks = decoded[raw]
+        else:
+            checks = decode_checks(raw)
+        if checks is None:
+            out.append(None)
+            continue
+        entry = entry_points[i] if isinstance(entry_points[i], str) and entry_points[i] else None
+        tolerance = tolerances[i]
+        out.append(_Submission(
+            code=extract_code(completion_text(completion), entry),
+            checks=checks,
+            setup_code=setups[i] if isinstance(setups[i], str) else "",
+            float_tolerance=None if tolerance is None else float(tolerance),
+        ))
+    return out
+
+
+def _no_code(checks: Sequence[Check]) -> RunResult:
+    from agentenv.envs.scoring import empty_result
+
+    return empty_result(checks, _NO_CODE)
+
+
+def _finish(subs: list[_Submission | None], results: Mapping[_Submission, RunResult],
+            reward_fn: RewardFn, name: str, columns: Mapping[str, Any]) -> list[float | None]:
+    rewards: list[float | None] = []
+    outcomes: list[str] = []
+    for sub in subs:
+        if sub is None:
+            rewards.append(None)
+            outcomes.append("")
+            continue
+        result = results[sub]
+        rewards.append(checked_reward(reward_fn, result, sub.code))
+        outcomes.append(classify_outcome(sub.code, result))
+    _log(outcomes, name, columns)
+    return rewards
+
+
+def _log(outcomes: list[str], name: str, columns: Mapping[str, Any]) -> None:
+    """Report outcome rates through TRL's ``log_metric``/``log_extra`` hooks when it passes them."""
+    scored = [o for o in outcomes if o]
+    log_metric = columns.get("log_metric")
+    if callable(log_metric) and scored:
+        for outcome in ("pass", "no_code", "syntax_error", "timeout"):
+            log_metric(f"{name}/{outcome}", sum(o == outcome for o in scored) / len(scored))
+    log_extra = columns.get("log_extra")
+    if callable(log_extra):
+        log_extra(f"{name}/outcome", outcomes)
+
+
+def _default_workers() -> int:
+    # Sandbox runs spend their time waiting on a child process, so a few per core keep the CPUs busy.
+    return min(32, 4 * (os.cpu_count() or 1))
+
+
+# -- the reward functions ----------------------------------------------------------------------
+
+def make_code_reward(*, reward: str | RewardFn = "dense", timeout: float = DEFAULT_TIMEOUT,
+                     max_workers: int | None = None, isolation: str | None = None,
+                     name: str = "code_reward", asynchronous: bool = False) -> Callable[..., Any]:
+    """Build a TRL reward function that scores completions in agentenv's sandbox.
+
+    ``reward`` is "dense" (format gate, then the fraction of checks passed), "sparse" (1.0 only
+    when every check passes) or any ``(result, code) -> float``. ``timeout`` is per completion.
+    Up to ``max_workers`` sandbox runs go at once; identical submissions in one batch (common in
+    a GRPO group) run once. ``name`` is what TRL logs the reward as (``rewards/<name>``).
+    With ``asynchronous=True`` the function is ``async def``, which TRL awaits concurrently with
+    other async reward functions.
+    """
+    reward_fn = get_reward(reward)
+    if not timeout > 0:
+        raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    workers = _default_workers() if max_workers is None else max_workers
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ConfigError(f"max_workers must be a positive integer, got {max_workers!r}")
+    if not name or not name.isidentifier():
+        raise ConfigError(f"name must be a Python identifier (TRL logs rewards/<name>), got {name!r}")
+
+    def run_batch(subs: list[_Submission | None]) -> dict[_Submission, RunResult]:
+        from agentenv.sandbox import run_tests
+
+        unique = list(dict.fromkeys(s for s in subs if s is not None))
+        results = {s: _no_code(s.checks) for s in unique if not s.code.strip()}
+        todo = [s for s in unique if s not in results]
+
+        def run(sub: _Submission) -> RunResult:
+            return run_tests(sub.code, list(sub.checks), timeout=timeout, setup_code=sub.setup_code,
+                             float_tolerance=sub.float_tolerance, isolation=isolation)
+
+        if len(todo) == 1:
+            results[todo[0]] = run(todo[0])
+        elif todo:
+            with ThreadPoolExecutor(max_workers=min(workers, len(todo)),
+                                    thread_name_prefix="agentenv-reward") as pool:
+                results.update(zip(todo, pool.map(run, todo), strict=True))
+        return results
+
+    async def arun_batch(subs: list[_Submission | None]) -> dict[_Submission, RunResult]:
+        from agentenv.sandbox import arun_tests
+
+        unique = list(dict.fromkeys(s for s in subs if s is not None))
+        results = {s: _no_code(s.checks) for s in unique if not s.code.strip()}
+        todo = [s for s in unique if s not in results]
+        gate = asyncio.Semaphore(workers)
+
+        async def run(sub: _Submission) -> RunResult:
+            async with gate:
+                return await arun_tests(sub.code, list(sub.checks), timeout=timeout,
+                                        setup_code=sub.setup_code,
+                                        float_tolerance=sub.float_tolerance, isolation=isolation)
+
+        results.update(zip(todo, await asyncio.gather(*(run(s) for s in todo)), strict=True))
+        return results
+
+    if asynchronous:
+        async def async_reward(prompts: Sequence[Any] | None = None,
+                               completions: Sequence[Any] | None = None,
+                               **columns: Any) -> list[float | None]:
+            subs = _submissions(completions, columns)
+            return _finish(subs, await arun_batch(subs), reward_fn, name, columns)
+
+        async_reward.__name__ = async_reward.__qualname__ = name
+        async_reward.__doc__ = make_code_reward.__doc__
+        return async_reward
+
+    def sync_reward(prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None,
+                    **columns: Any) -> list[float | None]:
+        subs = _submissions(completions, columns)
+        return _finish(subs, run_batch(subs), reward_fn, name, columns)
+
+    sync_reward.__name__ = sync_reward.__qualname__ = name
+    sync_reward.__doc__ = make_code_reward.__doc__
+    return sync_reward
+
+
+_default_sync = make_code_reward()
+_default_async = make_code_reward(name="acode_reward", asynchronous=True)
+
+
+def code_reward(prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None,
+                **columns: Any) -> list[float | None]:
+    """TRL reward function: agentenv's dense reward for each completion, scored in the sandbox.
+
+    Called by TRL as ``code_reward(prompts=..., completions=..., completion_ids=..., **columns)``;
+    ``columns`` must hold ``checks`` (and should hold ``entry_point``; ``setup_code`` and
+    ``float_tolerance`` are honoured), one entry per completion, as :func:`to_records` writes
+    them. Returns one reward in [0, 1] per completion, or ``None`` for a row whose checks are
+    empty (TRL then leaves this reward out for that row). Rows run concurrently in the sandbox
+    pool. For another reward, timeout or isolation level use :func:`make_code_reward`.
+    """
+    result: list[float | None] = _default_sync(prompts=prompts, completions=completions, **columns)
+    return result
+
+
+async def acode_reward(prompts: Sequence[Any] | None = None,
+                       completions: Sequence[Any] | None = None,
+                       **columns: Any) -> list[float | None]:
+    """Async twin of :func:`code_reward` (TRL awaits async reward functions concurrently)."""
+    result: list[float | None] = await _default_async(prompts=prompts, completions=completions,
+                                                      **columns)
+    return result

@@ -1,0 +1,135 @@
+"""Offline policies that need no model: ``ScriptedPolicy`` and ``ReferencePolicy``.
+
+``ScriptedPolicy`` replays a script per task, turn by turn: the task's realistic buggy attempts
+(``task.metadata["attempts"]``, or a script passed in), then the reference solution. On a
+multi-turn environment that is a real revision: fail, read the feedback, fix. It is stateless:
+the turn is read from the observation (one plus the number of assistant messages already in
+``obs["messages"]``; else ``obs["turn"]``; else turn 1), so one instance can serve many
+concurrent episodes and be shipped to Ray workers. It is the offline default of ``agentenv run``.
+
+``ReferencePolicy`` always answers with the task's reference solution (an upper bound, and a
+check that a task set is well-formed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agentenv.errors import PolicyError
+from agentenv.policies.base import Observation
+from agentenv.tasks.schema import Task
+
+__all__ = ["ReferencePolicy", "ScriptedPolicy", "fence", "scripted_answer", "turn_of"]
+
+
+def fence(code: str) -> str:
+    """Wrap source code in a ```` ```python ```` block, the way chat models answer."""
+    return f"```python\n{code.strip(chr(10))}\n```"
+
+
+def turn_of(obs: Observation) -> int:
+    """The 1-based turn an observation asks for.
+
+    Counted from the conversation when there is one (it cannot drift from what the model saw);
+    otherwise ``obs["turn"]`` (the multi-turn env's count of the turn being asked for);
+    otherwise 1 (a single-step observation).
+    """
+    messages = obs.get("messages")
+    if isinstance(messages, Sequence) and messages:
+        return 1 + sum(1 for m in messages if isinstance(m, Mapping) and m.get("role") == "assistant")
+    turn = obs.get("turn")
+    if isinstance(turn, int) and not isinstance(turn, bool) and turn >= 1:
+        return turn
+    return 1
+
+
+def _attempts(task: Task, script: Sequence[str] | None) -> list[str]:
+    attempts: Any = script if script is not None else task.metadata.get("attempts", ())
+    if isinstance(attempts, str) or not isinstance(attempts, Sequence) or \
+            not all(isinstance(a, str) for a in attempts):
+        raise PolicyError(f"the scripted attempts of task {task.name!r} must be a list of code "
+                          f"strings (metadata.attempts), got {type(attempts).__name__}")
+    return list(attempts)
+
+
+def scripted_answer(task: Task, turn: int, script: Sequence[str] | None = None) -> str:
+    """The scripted answer to ``task`` at 1-based ``turn``: attempt ``turn``, then the reference.
+
+    A task with neither attempts left nor a reference gets an answer without code (it scores 0).
+    """
+    attempts = _attempts(task, script)
+    if turn <= len(attempts):
+        opener = "Here is my solution:" if turn == 1 else \
+            "Thanks for the feedback. Here is a revised version:"
+        return f"{opener}\n\n{fence(attempts[turn - 1])}"
+    if task.reference_solution is not None:
+        opener = "Here is my solution:" if turn == 1 else \
+            "I see what went wrong. Here is the corrected function:"
+        return f"{opener}\n\n{fence(task.reference_solution)}"
+    return "I have no further idea how to solve this task."
+
+
+def _index(tasks: Sequence[Task] | None) -> dict[str, Task]:
+    if tasks is None:
+        from agentenv.tasks.builtin import builtin_tasks
+
+        tasks = builtin_tasks()
+    return {t.name: t for t in tasks}
+
+
+class ScriptedPolicy:
+    """Replay each task's scripted attempts turn by turn, then its reference solution.
+
+    ``tasks`` are the tasks it may be asked about (default: the builtin set); ``scripts`` maps a
+    task name to its own list of attempts, replacing ``metadata["attempts"]`` for that task.
+    """
+
+    name = "scripted"
+    blocking = False
+
+    def __init__(self, tasks: Sequence[Task] | None = None,
+                 scripts: Mapping[str, Sequence[str]] | None = None) -> None:
+        self.tasks = _index(tasks)
+        self.scripts = {k: list(v) for k, v in (scripts or {}).items()}
+        for name, script in self.scripts.items():
+            if isinstance(script, str) or not all(isinstance(a, str) for a in script):
+                raise PolicyError(f"scripts[{name!r}] must be a list of code strings")
+
+    def _task(self, obs: Observation) -> Task:
+        name = obs.get("task_name")
+        task = self.tasks.get(str(name))
+        if task is None:
+            raise PolicyError(f"ScriptedPolicy does not know task {name!r}; build it with the "
+                              "tasks you run: ScriptedPolicy(tasks=...)")
+        return task
+
+    def __call__(self, obs: Observation) -> str:
+        task = self._task(obs)
+        return scripted_answer(task, turn_of(obs), self.scripts.get(task.name))
+
+    def script_length(self, task_name: str) -> int:
+        """How many buggy attempts come before the reference for this task."""
+        task = self.tasks[task_name]
+        return len(_attempts(task, self.scripts.get(task_name)))
+
+
+class ReferencePolicy:
+    """Answer every task with its reference solution."""
+
+    name = "reference"
+    blocking = False
+
+    def __init__(self, tasks: Sequence[Task] | None = None) -> None:
+        self.tasks = _index(tasks)
+
+    def __call__(self, obs: Observation) -> str:
+        name = obs.get("task_name")
+        task = self.tasks.get(str(name))
+        if task is None:
+            raise PolicyError(f"ReferencePolicy does not know task {name!r}; build it with the "
+                              "tasks you run: ReferencePolicy(tasks=...)")
+        if task.reference_solution is None:
+            raise PolicyError(f"task {task.name!r} has no reference_solution, so ReferencePolicy "
+                              "cannot answer it; use --policy scripted or add one to the task")
+        return fence(task.reference_solution)

@@ -1,0 +1,246 @@
+"""Prompt templates: a Jinja environment over the packaged ``prompts/`` folder and a user folder.
+
+What it owns:
+
+- ``Prompts(prompts_dir=None)``: loads ``system.j2``, ``task.j2`` and ``feedback.j2``. A file
+  of the same name in ``prompts_dir`` overrides the packaged one, template by template.
+  Rendering uses ``StrictUndefined``; a template that names a variable it is not given fails
+  when it is loaded (and, for attribute typos, when it is rendered) with a ``TemplateError``
+  naming the template, its file and the variable.
+- ``template_ids``: ``{"system": "system@<hash>", ...}``, the name plus a short hash of the
+  source actually used, recorded in every trajectory so prompt experiments can be told apart.
+- What each template sees (nothing else, and never a hidden check):
+
+  - ``system.j2``: ``max_turns``;
+  - ``task.j2``: ``prompt``, ``entry_point``, ``task_name``, ``difficulty``, ``is_stdio``,
+    ``max_turns`` and ``examples`` (the task's *visible* checks; each has ``kind`` "python"
+    with ``code``, or ``kind`` "stdio" with ``stdin``/``expected_stdout``);
+  - ``feedback.j2``: ``turn``, ``turns_left``, ``passed``, ``total``, ``failures`` (each with
+    ``index``, ``check``, ``kind``, ``message``), ``omitted`` (failures not shown), ``solved``,
+    ``outcome``, ``source`` ("all" or "visible"), ``entry_point``, ``timed_out``.
+
+- Long failure messages and check texts are cut in the middle with a visible marker, and at
+  most ``max_failures`` failures are listed, before the template sees them.
+
+Which failures to show (all or visible only) and secret redaction are the env's decisions.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import jinja2.meta
+import structlog
+
+from agentenv._resources import data_dir
+from agentenv.errors import ConfigError, TemplateError
+from agentenv.sandbox.result import Failure
+from agentenv.tasks.schema import Check, StdioCase, Task
+
+__all__ = ["TEMPLATE_NAMES", "TEMPLATE_VARIABLES", "FailureView", "Prompts", "truncate_middle"]
+
+TEMPLATE_NAMES: tuple[str, ...] = ("system", "task", "feedback")
+
+TEMPLATE_VARIABLES: Mapping[str, frozenset[str]] = {
+    "system": frozenset({"max_turns"}),
+    "task": frozenset({"prompt", "entry_point", "task_name", "difficulty", "is_stdio", "max_turns",
+                       "examples"}),
+    "feedback": frozenset({"turn", "turns_left", "passed", "total", "failures", "omitted", "solved",
+                           "outcome", "source", "entry_point", "timed_out"}),
+}
+
+
+def truncate_middle(text: str, limit: int) -> str:
+    """Cut ``text`` to about ``limit`` characters, keeping its head and tail around a marker.
+
+    Tracebacks put the cause at the end and the context at the start, so both ends are kept.
+    """
+    if limit <= 0 or len(text) <= limit:
+        return text
+    cut = len(text) - limit
+    marker = f" …[{cut} chars truncated]… "
+    head = (limit * 2) // 3
+    tail = limit - head
+    return text[:head] + marker + text[len(text) - tail:] if tail else text[:head] + marker
+
+
+@dataclass(frozen=True)
+class FailureView:
+    """One failure as ``feedback.j2`` sees it (already truncated)."""
+
+    index: int
+    check: str
+    kind: str
+    message: str
+
+
+@dataclass(frozen=True)
+class _Example:
+    kind: str
+    code: str = ""
+    stdin: str = ""
+    expected_stdout: str = ""
+
+
+def _example(check: Check) -> _Example:
+    if isinstance(check, StdioCase):
+        return _Example(kind="stdio", stdin=check.stdin, expected_stdout=check.expected_stdout)
+    return _Example(kind="python", code=check)
+
+
+_UNDEFINED_NAME = re.compile(r"'([^']+)' is undefined|has no attribute '([^']+)'")
+
+
+class Prompts:
+    """The three templates, ready to render; one instance per prompt configuration.
+
+    ``max_failures`` caps how many failures feedback lists; ``max_chars`` caps each failure's
+    message and check text.
+    """
+
+    def __init__(self, prompts_dir: str | Path | None = None, *, max_failures: int = 5,
+                 max_chars: int = 300) -> None:
+        if max_failures < 1 or max_chars < 40:
+            raise ConfigError("max_failures must be >= 1 and max_chars >= 40")
+        self.max_failures = max_failures
+        self.max_chars = max_chars
+        self.packaged_dir = data_dir("prompts")
+        self.prompts_dir = Path(prompts_dir).expanduser() if prompts_dir is not None else None
+        search = [str(self.packaged_dir)]
+        if self.prompts_dir is not None:
+            if not self.prompts_dir.is_dir():
+                raise ConfigError(
+                    f"prompts_dir {str(self.prompts_dir)!r} is not a directory; create it with any of "
+                    f"{', '.join(n + '.j2' for n in TEMPLATE_NAMES)} to override those templates"
+                )
+            search.insert(0, str(self.prompts_dir))
+            self._warn_unknown_files()
+        self._env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(search),
+            undefined=jinja2.StrictUndefined,
+            autoescape=False,
+            trim_blocks=True,
+            lstrip_blocks=True,
+            keep_trailing_newline=False,
+            auto_reload=False,
+        )
+        self._templates: dict[str, jinja2.Template] = {}
+        self._files: dict[str, str] = {}
+        ids: dict[str, str] = {}
+        for name in TEMPLATE_NAMES:
+            template, source, filename = self._load(name)
+            self._templates[name] = template
+            self._files[name] = filename
+            ids[name] = f"{name}@{hashlib.sha256(source.encode('utf-8')).hexdigest()[:8]}"
+        self.template_ids: Mapping[str, str] = ids
+
+    # -- loading ------------------------------------------------------------------------------
+    def _warn_unknown_files(self) -> None:
+        assert self.prompts_dir is not None
+        known = [n + ".j2" for n in TEMPLATE_NAMES]
+        for path in sorted(self.prompts_dir.glob("*.j2")):
+            if path.name in known:
+                continue
+            close = difflib.get_close_matches(path.name, known, n=1)
+            if close:
+                structlog.get_logger(__name__).warning(
+                    "prompt_template_unused", file=str(path),
+                    hint=f"did you mean {close[0]}? only {', '.join(known)} are templates",
+                )
+
+    def _load(self, name: str) -> tuple[jinja2.Template, str, str]:
+        filename = name + ".j2"
+        assert self._env.loader is not None
+        try:
+            source, path, _ = self._env.loader.get_source(self._env, filename)
+        except jinja2.TemplateNotFound:
+            raise TemplateError(
+                f"template {filename} was not found in {self.prompts_dir or self.packaged_dir}; "
+                "reinstall agentenv or add the file to prompts_dir"
+            ) from None
+        where = path or filename
+        try:
+            template = self._env.get_template(filename)
+            declared = jinja2.meta.find_undeclared_variables(self._env.parse(source))
+        except jinja2.TemplateSyntaxError as exc:
+            raise TemplateError(
+                f"template {filename} ({where}, line {exc.lineno}) has a syntax error: {exc.message}"
+            ) from None
+        allowed = TEMPLATE_VARIABLES[name]
+        unknown = sorted(declared - allowed - set(self._env.globals))
+        if unknown:
+            raise TemplateError(self._undefined_message(name, where, unknown[0]))
+        return template, source, where
+
+    def _undefined_message(self, name: str, where: str, variable: str) -> str:
+        allowed = sorted(TEMPLATE_VARIABLES[name])
+        close = difflib.get_close_matches(variable, allowed, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return (f"template {name}.j2 ({where}) uses undefined variable {variable!r}{hint}; "
+                f"it can use: {', '.join(allowed)}")
+
+    def _render(self, name: str, context: Mapping[str, Any]) -> str:
+        try:
+            text = self._templates[name].render(**context)
+        except jinja2.UndefinedError as exc:
+            match = _UNDEFINED_NAME.search(str(exc))
+            variable = next((g for g in match.groups() if g), str(exc)) if match else str(exc)
+            raise TemplateError(
+                f"template {name}.j2 ({self._files[name]}) uses undefined variable or attribute "
+                f"{variable!r} ({exc}); it can use: {', '.join(sorted(TEMPLATE_VARIABLES[name]))}"
+            ) from None
+        return text.strip()
+
+    # -- rendering ----------------------------------------------------------------------------
+    def system(self, *, max_turns: int = 1) -> str:
+        """The system message."""
+        return self._render("system", {"max_turns": max_turns})
+
+    def task(self, task: Task, *, max_turns: int = 1) -> str:
+        """The first user message: the task, with its visible checks as examples (never hidden ones)."""
+        return self._render("task", {
+            "prompt": task.prompt,
+            "entry_point": task.entry_point,
+            "task_name": task.name,
+            "difficulty": task.difficulty,
+            "is_stdio": task.is_stdio,
+            "max_turns": max_turns,
+            "examples": [_example(c) for c in task.visible_checks],
+        })
+
+    def messages(self, task: Task, *, max_turns: int = 1) -> list[dict[str, str]]:
+        """The opening conversation (system + task) in OpenAI chat format."""
+        return [
+            {"role": "system", "content": self.system(max_turns=max_turns)},
+            {"role": "user", "content": self.task(task, max_turns=max_turns)},
+        ]
+
+    def failure_views(self, failures: Sequence[Failure]) -> tuple[list[FailureView], int]:
+        """The failures feedback lists (truncated, at most ``max_failures``) and how many were left out."""
+        shown = [
+            FailureView(index=f.index, check=truncate_middle(f.check, self.max_chars), kind=f.kind,
+                        message=truncate_middle(f.message, self.max_chars))
+            for f in failures[: self.max_failures]
+        ]
+        return shown, max(0, len(failures) - len(shown))
+
+    def feedback(self, *, turn: int, turns_left: int, passed: int, total: int,
+                 failures: Sequence[Failure], solved: bool = False, outcome: str = "wrong_answer",
+                 source: str = "all", entry_point: str = "", timed_out: bool = False) -> str:
+        """The feedback message after a graded turn."""
+        views, omitted = self.failure_views(failures)
+        return self._render("feedback", {
+            "turn": turn, "turns_left": turns_left, "passed": passed, "total": total,
+            "failures": views, "omitted": omitted, "solved": solved, "outcome": outcome,
+            "source": source, "entry_point": entry_point, "timed_out": timed_out,
+        })
+
+    def __repr__(self) -> str:
+        return f"Prompts(prompts_dir={str(self.prompts_dir) if self.prompts_dir else None!r}, ids={dict(self.template_ids)})"

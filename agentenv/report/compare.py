@@ -1,0 +1,126 @@
+"""Comparing two runs on the same tasks: the prompt-template experiment.
+
+For every task both runs attempted, the difference ``B - A`` in pass@1, solve rate and mean
+final reward. Overall, the mean of the per-task differences with a paired bootstrap interval
+(tasks resampled, so task difficulty cancels out); per task, a bootstrap interval that resamples
+each run's episodes of that task independently (None when a side has fewer than two episodes:
+a single draw says nothing about its own spread). Runs that differ in template ids are the
+point of the experiment; the ids of both are reported, along with any other setting that
+differs and would confound the comparison.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agentenv.errors import ConfigError
+from agentenv.records import Trajectory
+from agentenv.report.runs import by_task, load_run, run_settings
+from agentenv.report.stats import bootstrap_difference, mean, paired_bootstrap
+
+__all__ = ["COMPARED_METRICS", "RunLike", "compare_runs", "resolve_run"]
+
+COMPARED_METRICS = ("pass@1", "solve_rate", "mean_reward")
+
+RunLike = str | Path | Sequence[Trajectory]
+
+
+def resolve_run(run: RunLike) -> tuple[str | None, list[Trajectory]]:
+    """A run directory (or trajectories file) loaded, or episodes passed as they are."""
+    if isinstance(run, (str, Path)):
+        return str(run), load_run(run)
+    episodes = list(run)
+    if not episodes:
+        raise ConfigError("a run needs at least one episode")
+    return None, episodes
+
+
+def _observation(trajectory: Trajectory) -> tuple[float, float, float]:
+    return (float(trajectory.first_turn_solved), float(trajectory.solved_turn is not None),
+            trajectory.final_reward)
+
+
+def _template_differences(a: list[dict[str, str]], b: list[dict[str, str]]) -> dict[str, Any]:
+    names = sorted({name for ids in (*a, *b) for name in ids})
+    out = {}
+    for name in names:
+        ids_a = sorted({ids.get(name, "-") for ids in a})
+        ids_b = sorted({ids.get(name, "-") for ids in b})
+        if ids_a != ids_b:
+            out[name] = {"a": ids_a, "b": ids_b}
+    return out
+
+
+def compare_runs(run_a: RunLike, run_b: RunLike, n_boot: int = 10_000, seed: int = 0, *,
+                 n_boot_task: int = 1_000, confidence: float = 0.95) -> dict[str, Any]:
+    """Per-task and overall differences ``B - A`` with bootstrap intervals (see module doc)."""
+    path_a, episodes_a = resolve_run(run_a)
+    path_b, episodes_b = resolve_run(run_b)
+    groups_a, groups_b = by_task(episodes_a), by_task(episodes_b)
+    common = [name for name in groups_a if name in groups_b]
+    if not common:
+        raise ConfigError("the two runs share no task; compare runs made on the same task set")
+    settings_a, settings_b = run_settings(episodes_a), run_settings(episodes_b)
+
+    by_task_rows: dict[str, Any] = {}
+    differences: dict[str, list[float]] = {m: [] for m in COMPARED_METRICS}
+    means: dict[str, dict[str, list[float]]] = {m: {"a": [], "b": []} for m in COMPARED_METRICS}
+    for name in common:
+        obs_a = [_observation(t) for t in groups_a[name]]
+        obs_b = [_observation(t) for t in groups_b[name]]
+        intervals = None
+        if len(obs_a) >= 2 and len(obs_b) >= 2:
+            intervals = bootstrap_difference(obs_a, obs_b, n_boot=n_boot_task,
+                                             seed=f"{seed}:{name}", confidence=confidence)
+        row: dict[str, Any] = {"episodes_a": len(obs_a), "episodes_b": len(obs_b)}
+        for j, metric in enumerate(COMPARED_METRICS):
+            value_a = sum(o[j] for o in obs_a) / len(obs_a)
+            value_b = sum(o[j] for o in obs_b) / len(obs_b)
+            means[metric]["a"].append(value_a)
+            means[metric]["b"].append(value_b)
+            differences[metric].append(value_b - value_a)
+            row[metric] = {
+                "a": value_a, "b": value_b, "difference": value_b - value_a,
+                "low": intervals[j].low if intervals else None,
+                "high": intervals[j].high if intervals else None,
+            }
+        by_task_rows[name] = row
+
+    overall = {}
+    for metric in COMPARED_METRICS:
+        interval = paired_bootstrap(differences[metric], n_boot=n_boot, seed=f"{seed}:{metric}",
+                                    confidence=confidence)
+        overall[metric] = {"a": mean(means[metric]["a"]), "b": mean(means[metric]["b"]),
+                           "difference": interval.to_dict()}
+
+    warnings = []
+    for key in ("mode", "max_turns", "policy", "model", "token_budget", "feedback_from"):
+        if settings_a[key] != settings_b[key]:
+            warnings.append(f"the runs differ in {key}: A {settings_a[key]}, B {settings_b[key]}")
+    only_a = [name for name in groups_a if name not in groups_b]
+    only_b = [name for name in groups_b if name not in groups_a]
+    if only_a or only_b:
+        warnings.append(f"{len(only_a)} task(s) only in A and {len(only_b)} only in B are left out")
+    template_diff = _template_differences(settings_a["template_ids"], settings_b["template_ids"])
+    return {
+        "a": {"path": path_a, "episodes": len(episodes_a), "tasks": len(groups_a),
+              "settings": settings_a, "template_ids": settings_a["template_ids"]},
+        "b": {"path": path_b, "episodes": len(episodes_b), "tasks": len(groups_b),
+              "settings": settings_b, "template_ids": settings_b["template_ids"]},
+        "same_templates": not template_diff,
+        "template_differences": template_diff,
+        "direction": "B - A",
+        "common_tasks": len(common),
+        "only_in_a": only_a,
+        "only_in_b": only_b,
+        "overall": overall,
+        "by_task": by_task_rows,
+        "warnings": warnings,
+        "n_boot": n_boot,
+        "n_boot_task": n_boot_task,
+        "seed": seed,
+        "confidence": confidence,
+    }
+

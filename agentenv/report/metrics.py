@@ -1,0 +1,189 @@
+"""The metrics of one run: pass@1, solve@T, repair rate, solve rate by turn, rewards, transitions.
+
+Definitions (an episode is *solved* at the first turn whose outcome is ``"pass"``, i.e. all
+hidden checks passed):
+
+- ``pass@1``: solved on turn 1. ``solve_rate`` (solve@T): solved by the last turn.
+- ``repair_rate``: of the episodes not solved on turn 1, the fraction solved later; pooled over
+  episodes (``repaired / failed_first``), None when no episode failed turn 1.
+- ``cumulative_solve_rate[t-1]``: solved by turn ``t``, for ``t = 1..T`` (T the largest
+  ``max_turns``); an episode that stopped early keeps its final status.
+- ``mean_reward``: the final turn's reward. ``tokens``: see :mod:`agentenv.report.budget`.
+
+A task row averages over that task's episodes. Overall and per-difficulty rows average the
+task rows (each task weighs the same, as in pass@k); with the same number of samples per task
+that equals the average over episodes. The reward distribution, the outcome counts and the
+turn-to-turn outcome transition matrix pool every episode.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from agentenv.records import OUTCOMES, Trajectory
+from agentenv.report.budget import episode_cost
+from agentenv.report.runs import by_task, run_mode, run_settings
+from agentenv.report.stats import mean, quantile
+
+__all__ = ["REWARD_BINS", "aggregate", "horizon", "reward_distribution", "run_metrics", "task_row",
+           "transitions"]
+
+REWARD_BINS = 10
+TOKEN_KEYS = ("generated", "total", "conversation")
+
+
+def horizon(trajectories: Sequence[Trajectory]) -> int:
+    """T: the most turns any episode was allowed (or took)."""
+    return max(max(t.max_turns, len(t.turns)) for t in trajectories)
+
+
+def _solved_by(trajectory: Trajectory, turn: int) -> bool:
+    solved = trajectory.solved_turn
+    return solved is not None and solved <= turn
+
+
+def _mean_tokens(episodes: Sequence[Trajectory]) -> dict[str, float | None]:
+    costs = [episode_cost(t).to_dict() for t in episodes]
+    return {key: mean([c[key] for c in costs if c[key] is not None]) for key in TOKEN_KEYS}
+
+
+def task_row(episodes: Sequence[Trajectory], turns: int) -> dict[str, Any]:
+    """The metrics of one task's episodes (see the module docstring)."""
+    n = len(episodes)
+    failed_first = [t for t in episodes if not t.first_turn_solved]
+    repaired = sum(1 for t in failed_first if t.solved_turn is not None)
+    return {
+        "episodes": n,
+        "tasks": 1,
+        "pass@1": sum(t.first_turn_solved for t in episodes) / n,
+        "solve_rate": sum(t.solved_turn is not None for t in episodes) / n,
+        "repaired": repaired,
+        "failed_first": len(failed_first),
+        "repair_rate": repaired / len(failed_first) if failed_first else None,
+        "mean_reward": math.fsum(t.final_reward for t in episodes) / n,
+        "mean_first_reward": math.fsum(t.turns[0].reward if t.turns else 0.0 for t in episodes) / n,
+        "mean_turns": sum(len(t.turns) for t in episodes) / n,
+        "cumulative_solve_rate": [sum(_solved_by(t, k) for t in episodes) / n
+                                  for k in range(1, turns + 1)],
+        "tokens": _mean_tokens(episodes),
+    }
+
+
+def _macro(rows: Sequence[dict[str, Any]], key: str) -> float | None:
+    return mean([row[key] for row in rows if row[key] is not None])
+
+
+def aggregate(rows: Sequence[dict[str, Any]], turns: int) -> dict[str, Any]:
+    """Overall row from task rows: rates averaged over tasks, the repair rate pooled."""
+    repaired = sum(row["repaired"] for row in rows)
+    failed_first = sum(row["failed_first"] for row in rows)
+    return {
+        "episodes": sum(row["episodes"] for row in rows),
+        "tasks": len(rows),
+        "pass@1": _macro(rows, "pass@1"),
+        "solve_rate": _macro(rows, "solve_rate"),
+        "repaired": repaired,
+        "failed_first": failed_first,
+        "repair_rate": repaired / failed_first if failed_first else None,
+        "mean_reward": _macro(rows, "mean_reward"),
+        "mean_first_reward": _macro(rows, "mean_first_reward"),
+        "mean_turns": _macro(rows, "mean_turns"),
+        "cumulative_solve_rate": [mean([row["cumulative_solve_rate"][k] for row in rows])
+                                  for k in range(turns)],
+        "tokens": {key: mean([row["tokens"][key] for row in rows if row["tokens"][key] is not None])
+                   for key in TOKEN_KEYS},
+    }
+
+
+def _histogram(values: Sequence[float], low: float, high: float) -> list[int]:
+    counts = [0] * REWARD_BINS
+    width = (high - low) / REWARD_BINS
+    for value in values:
+        index = min(int((value - low) / width), REWARD_BINS - 1)
+        counts[max(index, 0)] += 1
+    return counts
+
+
+def _describe(values: Sequence[float]) -> dict[str, float | None]:
+    if not values:
+        return {"mean": None, "std": None, "min": None, "median": None, "max": None}
+    ordered = sorted(values)
+    centre = math.fsum(ordered) / len(ordered)
+    variance = math.fsum((v - centre) ** 2 for v in ordered) / len(ordered)
+    return {"mean": centre, "std": math.sqrt(variance), "min": ordered[0],
+            "median": quantile(ordered, 0.5), "max": ordered[-1]}
+
+
+def reward_distribution(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
+    """Histograms (``REWARD_BINS`` equal bins) and summaries of final and first-turn rewards."""
+    final = [t.final_reward for t in trajectories]
+    first = [t.turns[0].reward for t in trajectories if t.turns]
+    low = min([0.0, *final, *first])
+    high = max([1.0, *final, *first])
+    return {
+        "bin_edges": [low + (high - low) * i / REWARD_BINS for i in range(REWARD_BINS + 1)],
+        "final_counts": _histogram(final, low, high),
+        "first_turn_counts": _histogram(first, low, high),
+        "final": _describe(final),
+        "first_turn": _describe(first),
+    }
+
+
+def transitions(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
+    """Counts of outcome at turn t -> outcome at turn t+1, pooled over episodes and turns."""
+    index = {name: i for i, name in enumerate(OUTCOMES)}
+    counts = [[0] * len(OUTCOMES) for _ in OUTCOMES]
+    for trajectory in trajectories:
+        for before, after in zip(trajectory.turns, trajectory.turns[1:], strict=False):
+            counts[index[before.outcome]][index[after.outcome]] += 1
+    fractions: list[list[float] | None] = []
+    for row in counts:
+        total = sum(row)
+        fractions.append([c / total for c in row] if total else None)
+    return {"states": list(OUTCOMES), "counts": counts, "row_fractions": fractions,
+            "pairs": sum(map(sum, counts))}
+
+
+def _by_turn(trajectories: Sequence[Trajectory], turns: int) -> dict[str, Any]:
+    reached = [[t.turns[k] for t in trajectories if len(t.turns) > k] for k in range(turns)]
+    return {
+        "episodes_reaching_turn": [len(records) for records in reached],
+        "mean_reward_by_turn": [mean([r.reward for r in records]) for records in reached],
+        "outcomes_by_turn": [{name: sum(r.outcome == name for r in records) for name in OUTCOMES}
+                             for records in reached],
+    }
+
+
+def run_metrics(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
+    """Every metric of a run, as a JSON-ready dict (overall, by difficulty, by task, ...)."""
+    turns = horizon(trajectories)
+    groups = by_task(trajectories)
+    rows = {name: task_row(episodes, turns) for name, episodes in groups.items()}
+    difficulty: dict[str, list[dict[str, Any]]] = {}
+    for name, episodes in groups.items():
+        level = episodes[0].difficulty or "unknown"
+        difficulty.setdefault(level, []).append(rows[name])
+    for name, episodes in groups.items():
+        rows[name]["difficulty"] = episodes[0].difficulty
+    samples = [len(episodes) for episodes in groups.values()]
+    return {
+        "run": {
+            "mode": run_mode(trajectories),
+            "episodes": len(trajectories),
+            "tasks": len(groups),
+            "samples_per_task": {"min": min(samples), "max": max(samples)},
+            "turns": turns,
+            "settings": run_settings(trajectories),
+        },
+        "overall": aggregate(list(rows.values()), turns),
+        "by_difficulty": {level: aggregate(level_rows, turns)
+                          for level, level_rows in sorted(difficulty.items())},
+        "by_task": rows,
+        "stop_reasons": dict(sorted(Counter(str(t.stop_reason) for t in trajectories).items())),
+        **_by_turn(trajectories, turns),
+        "reward_distribution": reward_distribution(trajectories),
+        "transitions": transitions(trajectories),
+    }

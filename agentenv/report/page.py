@@ -1,0 +1,131 @@
+"""Self-contained HTML pages: one file, styles inline, figures inlined as base64 PNG.
+
+No scripts, no fonts, no external links, so a page opens offline, attaches to an email and
+archives with the run. Every string from a run (task names, template ids, model names) is
+escaped. Builds the page for a run's report and the one for revise vs resample.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agentenv.report.text import tokens
+
+__all__ = ["image", "render_page", "report_page", "revise_page", "table"]
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222;
+       padding: 0 1em; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
+th, td { padding: 0.25em 0.7em; border-bottom: 1px solid #eee; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+th { background: #f5f5f5; }
+img { max-width: 100%; margin: 0.5em 0; }
+.note { color: #666; font-size: 0.9em; }
+code { background: #f5f5f5; padding: 0 0.2em; }
+"""
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "&ndash;"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3f}"
+    return html.escape(str(value))
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """An HTML table; cells escaped, floats to three decimals, None as a dash."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{_cell(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def image(png: bytes, alt: str) -> str:
+    """A PNG inlined as a data URI."""
+    data = base64.b64encode(png).decode("ascii")
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
+
+
+def render_page(title: str, sections: Sequence[tuple[str, str]], intro: str = "") -> str:
+    """A complete HTML document: a title, an optional intro paragraph, then titled sections."""
+    parts = [f"<h2>{html.escape(heading)}</h2>\n{body}" for heading, body in sections]
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>"
+            f"<h1>{html.escape(title)}</h1>"
+            + (f"<p class=\"note\">{intro}</p>" if intro else "")
+            + "\n".join(parts) + "</body></html>\n")
+
+
+def _settings(settings: Mapping[str, Any]) -> str:
+    rows = []
+    for key, values in settings.items():
+        if key == "template_ids":
+            shown = "; ".join(", ".join(f"{k}={v}" for k, v in sorted(ids.items())) or "(none)"
+                              for ids in values)
+        else:
+            shown = ", ".join(str(v) for v in values)
+        rows.append([key, shown or None])
+    return table(["setting", "value"], rows)
+
+
+def _metric_rows(rows: Mapping[str, Mapping[str, Any]]) -> list[list[Any]]:
+    return [[name, row["tasks"], row["episodes"], row["pass@1"], row["solve_rate"],
+             row["repair_rate"], row["mean_reward"], row["mean_turns"],
+             tokens(row["tokens"]["generated"]), tokens(row["tokens"]["total"])]
+            for name, row in rows.items()]
+
+
+def report_page(metrics: Mapping[str, Any], images: Mapping[str, bytes], title: str) -> str:
+    """The run report: settings, headline table, the three figures, per-difficulty/task rows."""
+    run = metrics["run"]
+    turns = run["turns"]
+    header = ["", "tasks", "episodes", "pass@1", f"solve@{turns}", "repair rate", "mean reward",
+              "mean turns", "generated tokens", "total tokens"]
+    overall = metrics["overall"]
+    intro = (f"{run['mode'].replace('_', '-')} run: {run['tasks']} tasks, {run['episodes']} "
+             f"episodes, up to {turns} turn(s). Rates average over tasks; the repair rate is "
+             "the share of episodes that failed turn 1 and were solved later.")
+    by_turn = [[t, metrics["episodes_reaching_turn"][t - 1], overall["cumulative_solve_rate"][t - 1],
+                metrics["mean_reward_by_turn"][t - 1]] for t in range(1, turns + 1)]
+    transitions = metrics["transitions"]
+    transition_rows = [[state, *row] for state, row
+                       in zip(transitions["states"], transitions["counts"], strict=True)]
+    sections = [
+        ("Settings", _settings(run["settings"])),
+        ("Summary", table(header, _metric_rows({"overall": overall}))
+         + table(["stop reason", "episodes"], list(metrics["stop_reasons"].items()))),
+        ("Cumulative solve rate by turn", image(images["cumulative_solve_rate"], "solve rate by turn")
+         + table(["turn", "episodes reaching it", "solved by it", "mean reward at it"], by_turn)),
+        ("Reward distribution", image(images["reward_distribution"], "reward histogram")),
+        ("Outcome transitions", image(images["transition_matrix"], "transition matrix")
+         + table(["turn t \\ turn t+1", *transitions["states"]], transition_rows)),
+        ("By difficulty", table(header, _metric_rows(metrics["by_difficulty"]))),
+        ("By task", table(["task", *header[1:]], _metric_rows(metrics["by_task"]))),
+    ]
+    return render_page(title, sections, intro=html.escape(intro))
+
+
+def revise_page(result: Mapping[str, Any], figure: bytes, text_table: str) -> str:
+    """The revise-vs-resample page: the budget figure, the table, the paired interval."""
+    k = result["k"]
+    diff = result["revise_minus_1@k"]
+    intro = html.escape(
+        f"At a budget of k = {k} policy calls per task: revise (one multi-turn episode of up to "
+        f"{k} turns, solve@{k}) against resample ({k} single-step samples; 1@{k} picks the first "
+        f"that passes its visible checks, pass@{k} is the oracle pick). revise - 1@{k} = "
+        f"{diff['estimate']:+.3f}, {round(diff['confidence'] * 100)}% CI [{diff['low']:+.3f}, "
+        f"{diff['high']:+.3f}] (paired bootstrap over {diff['n']} tasks).")
+    sections = [
+        ("Solve rate against budget", image(figure, "solve rate against budget")),
+        ("Table", f"<pre>{html.escape(text_table)}</pre>"),
+        ("Single-step run", _settings(result["single_step"]["settings"])),
+        ("Multi-turn run", _settings(result["multi_turn"]["settings"])),
+    ]
+    return render_page("Revise vs resample", sections, intro=intro)

@@ -1,0 +1,300 @@
+"""Revise or resample? Multi-turn revision against fresh samples at the same budget of k calls.
+
+Inputs: a single-step run with ``n >= k`` samples per task and a multi-turn run with
+``max_turns >= k`` (``k`` defaults to the multi-turn run's ``max_turns``). Per task, then
+overall (the mean over tasks):
+
+- ``pass@1``: the single-step solve rate ``c/n``; ``pass@1 (turn 1)``: the multi-turn run's
+  first-turn solve rate (the same quantity under the multi-turn prompts).
+- ``solve@k`` (revise): the multi-turn episodes solved within ``k`` turns.
+- ``1@k`` (resample, pick by visible tests): among the first ``k`` samples (by sample index),
+  the first whose visible checks all pass, else the first sample; scored on its hidden checks.
+  ``1@k (order-averaged)`` is the expectation of that pick over random orderings of all ``n``
+  samples: lower variance, same target.
+- ``pass@k``: the unbiased ``1 - C(n-c, k)/C(n, k)``, the oracle that needs hidden tests to pick.
+- ``repair_rate``: multi-turn episodes solved by turn ``k`` among those that failed turn 1
+  (pooled over episodes).
+- tokens per episode, generated and total (see :mod:`agentenv.report.budget`): a multi-turn
+  episode within ``k`` turns against ``k`` fresh samples.
+
+The difference revise − 1@k (and revise − pass@k) gets a paired bootstrap interval over
+tasks, and ``budget`` holds the solve-rate-against-budget curves for ``j = 1..k`` calls.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from agentenv.errors import ConfigError
+from agentenv.records import Trajectory
+from agentenv.report.budget import episode_cost
+from agentenv.report.compare import RunLike, resolve_run
+from agentenv.report.runs import by_task, run_mode, run_settings
+from agentenv.report.stats import mean, paired_bootstrap, pass_at_k
+
+__all__ = ["one_at_k", "one_at_k_expected", "revise_vs_resample", "visible_pass"]
+
+
+def visible_pass(trajectory: Trajectory) -> bool:
+    """The first turn passed every visible check (and the task had some)."""
+    if not trajectory.turns:
+        return False
+    record = trajectory.turns[0]
+    return bool(record.visible_total) and record.visible_passed == record.visible_total
+
+
+def _solved(trajectory: Trajectory) -> bool:
+    return trajectory.solved_turn is not None
+
+
+def _pick(samples: Sequence[Trajectory], k: int) -> int:
+    """Index of the candidate 1@k picks among the first k samples."""
+    for index, sample in enumerate(samples[:k]):
+        if visible_pass(sample):
+            return index
+    return 0
+
+
+def one_at_k(samples: Sequence[Trajectory], k: int) -> bool:
+    """Whether the candidate picked by visible tests among the first ``k`` samples is solved."""
+    if len(samples) < k:
+        raise ConfigError(f"1@{k} needs {k} samples, got {len(samples)}")
+    return _solved(samples[_pick(samples, k)])
+
+
+def one_at_k_expected(samples: Sequence[Trajectory], k: int) -> float:
+    """Expected 1@k over uniformly random orderings of the samples (closed form).
+
+    With ``v`` of ``n`` samples passing their visible checks, no visible pass falls among the
+    first ``k`` with probability ``q = C(n-v, k)/C(n, k)``; then the pick is uniform over the
+    others, otherwise uniform over the visible passes.
+    """
+    n = len(samples)
+    if not 1 <= k <= n:
+        raise ConfigError(f"1@{k} needs {k} samples, got {n}")
+    visible = [s for s in samples if visible_pass(s)]
+    rest = [s for s in samples if not visible_pass(s)]
+    q = math.comb(len(rest), k) / math.comb(n, k)
+    hit = sum(map(_solved, visible)) / len(visible) if visible else 0.0
+    miss = sum(map(_solved, rest)) / len(rest) if rest else 0.0
+    return (1.0 - q) * hit + q * miss
+
+
+def _mean_of(values: Sequence[float | int | None]) -> float | None:
+    return mean([float(v) for v in values if v is not None])
+
+
+def _resample_row(samples: Sequence[Trajectory], k: int) -> dict[str, Any]:
+    n = len(samples)
+    c = sum(map(_solved, samples))
+    costs = [episode_cost(s) for s in samples]
+    pick = _pick(samples, k)
+    early = costs[:pick + 1] if visible_pass(samples[pick]) else costs[:k]
+    early_total = [c.total for c in early]
+    return {
+        "samples": n,
+        "correct": c,
+        "pass@1": c / n,
+        "pass@k": pass_at_k(n, c, k),
+        "1@k": float(one_at_k(samples, k)),
+        "1@k_expected": one_at_k_expected(samples, k),
+        "has_visible": any(s.turns and s.turns[0].visible_total for s in samples),
+        "curve_pass": [pass_at_k(n, c, j) for j in range(1, k + 1)],
+        "curve_one": [float(one_at_k(samples, j)) for j in range(1, k + 1)],
+        "tokens_per_sample": {"generated": _mean_of([x.generated for x in costs]),
+                              "total": _mean_of([x.total for x in costs])},
+        "one_at_k_calls": len(early),
+        "one_at_k_tokens": (sum(t for t in early_total if t is not None)
+                            if all(t is not None for t in early_total) else None),
+    }
+
+
+def _revise_row(episodes: Sequence[Trajectory], k: int) -> dict[str, Any]:
+    m = len(episodes)
+
+    def solved_by(t: Trajectory, turn: int) -> bool:
+        return t.solved_turn is not None and t.solved_turn <= turn
+
+    failed_first = [t for t in episodes if not t.first_turn_solved]
+    repaired = sum(solved_by(t, k) for t in failed_first)
+    curve_tokens = []
+    for j in range(1, k + 1):
+        curve_tokens.append(_mean_of([episode_cost(t, upto=j).total for t in episodes]))
+    costs = [episode_cost(t, upto=k) for t in episodes]
+    return {
+        "episodes": m,
+        "pass@1_turn1": sum(t.first_turn_solved for t in episodes) / m,
+        "solve@k": sum(solved_by(t, k) for t in episodes) / m,
+        "failed_first": len(failed_first),
+        "repaired": repaired,
+        "repair_rate": repaired / len(failed_first) if failed_first else None,
+        "curve_solve": [sum(solved_by(t, j) for t in episodes) / m for j in range(1, k + 1)],
+        "curve_calls": [sum(min(len(t.turns), j) for t in episodes) / m for j in range(1, k + 1)],
+        "curve_tokens": curve_tokens,
+        "tokens_per_episode": {"generated": _mean_of([x.generated for x in costs]),
+                               "total": _mean_of([x.total for x in costs])},
+        "mean_calls": sum(x.calls for x in costs) / m,
+    }
+
+
+def _task_row(samples: Sequence[Trajectory], episodes: Sequence[Trajectory], k: int
+              ) -> dict[str, Any]:
+    resample = _resample_row(samples, k)
+    revise = _revise_row(episodes, k)
+    per_sample = resample["tokens_per_sample"]
+    return {
+        "difficulty": samples[0].difficulty,
+        "samples": resample["samples"],
+        "episodes": revise["episodes"],
+        "has_visible": resample["has_visible"],
+        "pass@1": resample["pass@1"],
+        "pass@1_turn1": revise["pass@1_turn1"],
+        "solve@k": revise["solve@k"],
+        "1@k": resample["1@k"],
+        "1@k_expected": resample["1@k_expected"],
+        "pass@k": resample["pass@k"],
+        "repaired": revise["repaired"],
+        "failed_first": revise["failed_first"],
+        "repair_rate": revise["repair_rate"],
+        "tokens": {
+            "revise_generated": revise["tokens_per_episode"]["generated"],
+            "revise_total": revise["tokens_per_episode"]["total"],
+            "sample_generated": per_sample["generated"],
+            "sample_total": per_sample["total"],
+            "resample_generated": None if per_sample["generated"] is None else k * per_sample["generated"],
+            "resample_total": None if per_sample["total"] is None else k * per_sample["total"],
+            "one_at_k_early_stop_total": resample["one_at_k_tokens"],
+        },
+        "calls": {"revise": revise["mean_calls"], "resample": k,
+                  "one_at_k_early_stop": resample["one_at_k_calls"]},
+        "curves": {
+            "revise": revise["curve_solve"], "revise_calls": revise["curve_calls"],
+            "revise_tokens": revise["curve_tokens"], "pass": resample["curve_pass"],
+            "one": resample["curve_one"],
+        },
+    }
+
+
+def _check_inputs(single: Sequence[Trajectory], multi: Sequence[Trajectory], k: int | None) -> int:
+    mode_single, mode_multi = run_mode(single), run_mode(multi)
+    if mode_single == "multi_turn" and mode_multi == "single_step":
+        raise ConfigError("the runs are swapped: pass the single-step run first, then the "
+                          "multi-turn run")
+    if mode_single != "single_step":
+        raise ConfigError(f"the first run must be single-step (agentenv run --single-step "
+                          f"--samples K), got mode {mode_single!r}")
+    if mode_multi != "multi_turn":
+        raise ConfigError(f"the second run must be multi-turn (agentenv run --max-turns K), "
+                          f"got mode {mode_multi!r}")
+    max_turns = {t.max_turns for t in multi}
+    if k is None:
+        if len(max_turns) != 1:
+            raise ConfigError(f"the multi-turn run mixes max_turns {sorted(max_turns)}; pass k")
+        k = max_turns.pop()
+    elif k < 1 or k > min(max_turns):
+        raise ConfigError(f"k must be between 1 and the multi-turn run's max_turns "
+                          f"({min(max_turns)}), got {k}")
+    return k
+
+
+def _overall(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    def macro(key: str) -> float | None:
+        return _mean_of([row[key] for row in rows])
+
+    repaired = sum(row["repaired"] for row in rows)
+    failed_first = sum(row["failed_first"] for row in rows)
+    token_keys = rows[0]["tokens"].keys()
+    return {
+        "tasks": len(rows),
+        "samples": sum(row["samples"] for row in rows),
+        "episodes": sum(row["episodes"] for row in rows),
+        "tasks_with_visible": sum(bool(row["has_visible"]) for row in rows),
+        **{key: macro(key) for key in ("pass@1", "pass@1_turn1", "solve@k", "1@k",
+                                       "1@k_expected", "pass@k")},
+        "repaired": repaired,
+        "failed_first": failed_first,
+        "repair_rate": repaired / failed_first if failed_first else None,
+        "tokens": {key: _mean_of([row["tokens"][key] for row in rows]) for key in token_keys},
+        "calls": {key: _mean_of([row["calls"][key] for row in rows])
+                  for key in ("revise", "resample", "one_at_k_early_stop")},
+    }
+
+
+def _budget(rows: Sequence[dict[str, Any]], k: int) -> list[dict[str, Any]]:
+    curves = []
+    for j in range(k):
+        def at(key: str, index: int = j) -> float | None:
+            return _mean_of([row["curves"][key][index] for row in rows])
+
+        per_sample = _mean_of([row["tokens"]["sample_total"] for row in rows])
+        curves.append({
+            "calls": j + 1,
+            "revise": at("revise"),
+            "revise_calls": at("revise_calls"),
+            "revise_tokens": at("revise_tokens"),
+            "pass@j": at("pass"),
+            "1@j": at("one"),
+            "resample_tokens": None if per_sample is None else (j + 1) * per_sample,
+        })
+    return curves
+
+
+def revise_vs_resample(single_step_run: RunLike, multi_turn_run: RunLike, k: int | None = None,
+                       *, n_boot: int = 10_000, seed: int = 0, confidence: float = 0.95
+                       ) -> dict[str, Any]:
+    """The revise-vs-resample table at a budget of ``k`` calls (see the module docstring)."""
+    path_single, single = resolve_run(single_step_run)
+    path_multi, multi = resolve_run(multi_turn_run)
+    k = _check_inputs(single, multi, k)
+    samples, episodes = by_task(single), by_task(multi)
+    common = [name for name in samples if name in episodes]
+    if not common:
+        raise ConfigError("the two runs share no task; run both on the same task set")
+    short = [name for name in common if len(samples[name]) < k]
+    if short:
+        raise ConfigError(f"{len(short)} task(s) have fewer than k={k} single-step samples "
+                          f"(e.g. {short[0]!r}, {len(samples[short[0]])}); re-run the "
+                          f"single-step run with --samples {k} or more")
+    rows = {name: _task_row(samples[name], episodes[name], k) for name in common}
+    row_list = list(rows.values())
+
+    def differences(key: str) -> list[float]:
+        return [row["solve@k"] - row[key] for row in row_list]
+
+    warnings = []
+    without_visible = [name for name, row in rows.items() if not row["has_visible"]]
+    if without_visible:
+        warnings.append(f"{len(without_visible)} of {len(rows)} task(s) have no visible checks, "
+                        "so 1@k there is the first sample (no selection signal)")
+    settings_single, settings_multi = run_settings(single), run_settings(multi)
+    for key in ("policy", "model"):
+        if settings_single[key] != settings_multi[key]:
+            warnings.append(f"the runs differ in {key}: single-step {settings_single[key]}, "
+                            f"multi-turn {settings_multi[key]}")
+    only_single = [name for name in samples if name not in episodes]
+    only_multi = [name for name in episodes if name not in samples]
+    if only_single or only_multi:
+        warnings.append(f"{len(only_single)} task(s) only in the single-step run and "
+                        f"{len(only_multi)} only in the multi-turn run are left out")
+    return {
+        "k": k,
+        "single_step": {"path": path_single, "episodes": len(single), "tasks": len(samples),
+                        "settings": settings_single},
+        "multi_turn": {"path": path_multi, "episodes": len(multi), "tasks": len(episodes),
+                       "settings": settings_multi},
+        "overall": _overall(row_list),
+        "by_task": rows,
+        "revise_minus_1@k": paired_bootstrap(differences("1@k"), n_boot=n_boot,
+                                             seed=f"{seed}:1@k", confidence=confidence).to_dict(),
+        "revise_minus_pass@k": paired_bootstrap(differences("pass@k"), n_boot=n_boot,
+                                                seed=f"{seed}:pass@k",
+                                                confidence=confidence).to_dict(),
+        "budget": _budget(row_list, k),
+        "warnings": warnings,
+        "only_in_single_step": only_single,
+        "only_in_multi_turn": only_multi,
+        "n_boot": n_boot,
+        "seed": seed,
+    }

@@ -1,0 +1,91 @@
+"""One episode: drive any agentenv environment with any policy and return its Trajectory.
+
+``run_episode`` and ``arun_episode`` are the sync and async twins of the same loop::
+
+    obs = env.reset(task_index=i)
+    while not done:
+        obs, reward, done, info = env.step(policy(obs))
+
+They work with both environment kinds (``CodingEnv``, ``MultiTurnCodingEnv``) through the
+shared contract: ``reset``/``step`` (``astep`` when present) and ``env.trajectory``. The async
+twin awaits the policy through :func:`agentenv.policies.acall_policy` (optionally under a
+semaphore that bounds concurrent model calls) and the sandbox through ``env.astep``, whose
+work runs in the sandbox's bounded worker pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from typing import Any
+
+from agentenv.errors import ConfigError, EnvStateError
+from agentenv.policies.base import acall_policy, policy_model, policy_name
+from agentenv.records import Trajectory
+
+__all__ = ["arun_episode", "run_episode"]
+
+_DEFAULT_STEP_LIMIT = 10_000
+
+
+def _step_limit(env: Any, max_steps: int | None) -> int:
+    if max_steps is not None:
+        if max_steps < 1:
+            raise ConfigError(f"max_steps must be >= 1, got {max_steps}")
+        return max_steps
+    max_turns = getattr(env, "max_turns", None)
+    if isinstance(max_turns, int) and max_turns >= 1:
+        return max_turns
+    return _DEFAULT_STEP_LIMIT
+
+
+def _finish(env: Any, policy: Any, episode_id: str | None, sample: int) -> Trajectory:
+    trajectory = getattr(env, "trajectory", None)
+    if not isinstance(trajectory, Trajectory):
+        raise ConfigError(f"{type(env).__name__} keeps no env.trajectory; run_episode needs an "
+                          "agentenv environment such as CodingEnv or MultiTurnCodingEnv")
+    # A copy, so a later env.reset() cannot touch what we return (TurnRecords are frozen).
+    return dataclasses.replace(
+        trajectory, turns=list(trajectory.turns), template_ids=dict(trajectory.template_ids),
+        metadata=dict(trajectory.metadata), episode_id=episode_id, sample=sample,
+        policy=policy_name(policy), model=policy_model(policy),
+    )
+
+
+def _did_not_end(env: Any, limit: int) -> EnvStateError:
+    return EnvStateError(f"{type(env).__name__} did not end its episode within {limit} steps; "
+                         "give the env a max_turns or pass max_steps=... to run_episode")
+
+
+def run_episode(env: Any, policy: Any, *, task_index: int | None = None, max_steps: int | None = None,
+                episode_id: str | None = None, sample: int = 0) -> Trajectory:
+    """Reset ``env`` (on ``tasks[task_index]``, or a seeded random task), then step it with
+    ``policy`` until ``done``; return the episode's Trajectory, labelled with the policy."""
+    limit = _step_limit(env, max_steps)
+    obs = env.reset(task_index=task_index)
+    for _ in range(limit):
+        action = policy(obs)
+        obs, _reward, done, _info = env.step(action)
+        if done:
+            return _finish(env, policy, episode_id, sample)
+    raise _did_not_end(env, limit)
+
+
+async def arun_episode(env: Any, policy: Any, *, task_index: int | None = None,
+                       max_steps: int | None = None, episode_id: str | None = None, sample: int = 0,
+                       policy_slots: asyncio.Semaphore | None = None) -> Trajectory:
+    """Async twin of :func:`run_episode`; ``policy_slots`` bounds concurrent policy calls."""
+    limit = _step_limit(env, max_steps)
+    obs = env.reset(task_index=task_index)
+    astep = getattr(env, "astep", None)
+    for _ in range(limit):
+        async with policy_slots if policy_slots is not None else contextlib.nullcontext():
+            action = await acall_policy(policy, obs)
+        if astep is not None:
+            obs, _reward, done, _info = await astep(action)
+        else:
+            obs, _reward, done, _info = await asyncio.to_thread(env.step, action)
+        if done:
+            return _finish(env, policy, episode_id, sample)
+    raise _did_not_end(env, limit)

@@ -1,0 +1,112 @@
+"""The Ray backend: the same planned episodes, run by Ray actors on a laptop or a cluster.
+
+``RayExecutor`` starts (or joins, with ``address``) a Ray cluster and creates a set of async
+actors, one per CPU by default (each reserves one CPU, so Ray's scheduler spreads them over
+the nodes). Each actor holds the task set and the policy, builds the environment for every
+episode it is handed, and runs its own sandbox pool in its own process; several episodes run
+concurrently inside an actor on asyncio, so the policy-call limit is shared out between
+actors. The driver keeps the plan, the resume logic and the JSONL writer (see
+:mod:`agentenv.rollout.runner`): an actor returns the finished trajectory as a plain dict.
+Because episodes are seeded from their ids, a deterministic policy gives the same records here
+as on the local backend. Needs the ``ray`` extra.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+
+from agentenv.errors import MissingDependency
+from agentenv.records import Trajectory
+from agentenv.rollout.plan import EpisodeSpec, RolloutConfig
+from agentenv.tasks.schema import Task
+
+__all__ = ["EpisodeActor", "RayExecutor"]
+
+log = structlog.get_logger()
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise MissingDependency.for_extra("ray", "ray", "the Ray backend (--backend ray)") from None
+    return ray
+
+
+class EpisodeActor:
+    """Runs episodes in a Ray worker process (wrapped with ``ray.remote`` by RayExecutor)."""
+
+    def __init__(self, tasks: Sequence[Task], policy: Any, config: RolloutConfig, slots: int) -> None:
+        self.tasks = list(tasks)
+        self.policy = policy
+        self.config = config
+        self.n_slots = slots
+        self._slots: asyncio.Semaphore | None = None
+
+    async def run(self, spec: dict[str, Any]) -> dict[str, Any]:
+        from agentenv.rollout.runner import run_spec
+
+        if self._slots is None:  # inside the actor's event loop
+            self._slots = asyncio.Semaphore(self.n_slots)
+        trajectory = await run_spec(EpisodeSpec.from_dict(spec), self.tasks, self.policy, self.config,
+                                    self._slots)
+        return trajectory.to_dict()
+
+    def ping(self) -> bool:
+        return True
+
+
+class RayExecutor:
+    """Runs planned episodes in Ray actors; ``await run(spec)`` returns the trajectory.
+
+    ``address`` (default ``config.address``) joins an existing cluster ("auto" or
+    "ray://host:10001"); without one, a Ray instance already initialised in this process is
+    used, else a local one is started (and shut down again by :meth:`aclose`).
+    ``num_actors`` defaults to the cluster's CPU count.
+    """
+
+    def __init__(self, tasks: Sequence[Task], policy: Any, config: RolloutConfig, *,
+                 address: str | None = None, num_actors: int | None = None) -> None:
+        ray = _import_ray()
+        self._ray = ray
+        self._started_ray = False
+        if not ray.is_initialized():
+            ray.init(address=address or config.address, ignore_reinit_error=True,
+                     log_to_driver=False, include_dashboard=False)
+            self._started_ray = True
+        cpus = int(ray.cluster_resources().get("CPU", 1)) or 1
+        n = max(1, num_actors or cpus)
+        slots = max(1, math.ceil(config.concurrency / n))
+        actor_cls = ray.remote(num_cpus=1)(EpisodeActor)
+        tasks_ref = ray.put(list(tasks))
+        self.actors = [
+            actor_cls.options(max_concurrency=slots + 4).remote(tasks_ref, policy, config, slots)
+            for _ in range(n)
+        ]
+        self._load = [0] * n
+        log.info("ray_executor", actors=n, slots_per_actor=slots, cluster_cpus=cpus)
+
+    async def run(self, spec: EpisodeSpec) -> Trajectory:
+        i = min(range(len(self.actors)), key=self._load.__getitem__)  # least busy actor
+        self._load[i] += 1
+        try:
+            data = await self.actors[i].run.remote(spec.to_dict())
+        except self._ray.exceptions.RayTaskError as exc:
+            # Re-raise the episode's own exception (PolicyCallError, SandboxError, ...) here.
+            cause = exc.as_instanceof_cause()
+            raise cause from None
+        finally:
+            self._load[i] -= 1
+        return Trajectory.from_dict(data)
+
+    async def aclose(self) -> None:
+        for actor in self.actors:
+            self._ray.kill(actor)
+        self.actors = []
+        if self._started_ray:
+            self._ray.shutdown()

@@ -1,0 +1,248 @@
+"""The concurrent rollout runner: many episodes, ``samples`` per task, written as they finish.
+
+``run_rollouts`` (and its async twin ``arun_rollouts``) plans the episodes (see
+:mod:`agentenv.rollout.plan`), skips those already in ``out_dir/trajectories.jsonl``, runs the
+rest and writes each one the moment it ends, then writes ``summary.json``. Two resources are
+bounded separately: at most ``concurrency`` policy calls are in flight (an asyncio semaphore),
+while sandbox runs go through the sandbox's own worker pool, sized to the cores; a few more
+episodes than ``concurrency`` are kept open so that the two overlap.
+
+The work itself is done by an *executor* with one method, ``async run(spec) -> Trajectory``:
+:class:`LocalExecutor` runs episodes on this event loop, and the Ray executor
+(:mod:`agentenv.rollout.ray_backend`) runs them in Ray actors. Everything else (planning,
+resuming, writing, summarising) is shared, so both give the same records.
+
+Errors: a failed model call (``PolicyCallError``) or a sandbox fault (``SandboxError``) fails
+that one episode. It is reported in ``RolloutResult.errors`` and in the summary, not written,
+and so retried on resume. Any other exception (a misconfigured policy, a bug) stops the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import structlog
+
+from agentenv.errors import ConfigError, PolicyCallError, SandboxError
+from agentenv.policies.base import policy_model, policy_name
+from agentenv.records import Trajectory
+from agentenv.rollout.episode import arun_episode
+from agentenv.rollout.plan import EpisodeSpec, RolloutConfig, make_env, plan_episodes, task_set_hash
+from agentenv.rollout.store import RunStore
+from agentenv.rollout.summary import summarize
+from agentenv.tasks.schema import Task
+
+__all__ = ["EpisodeError", "Executor", "LocalExecutor", "RolloutResult", "arun_rollouts",
+           "run_rollouts", "run_spec"]
+
+log = structlog.get_logger()
+
+# Episode failures that are the infrastructure's, not the run's: record, go on, retry on resume.
+EPISODE_ERRORS: tuple[type[BaseException], ...] = (PolicyCallError, SandboxError)
+
+ProgressFn = Callable[[Trajectory, int, int], None]
+
+
+@dataclass(frozen=True)
+class EpisodeError:
+    """An episode that could not be completed, and why."""
+
+    episode_id: str
+    task_name: str
+    sample: int
+    error: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"episode_id": self.episode_id, "task_name": self.task_name, "sample": self.sample,
+                "error": self.error}
+
+
+@dataclass
+class RolloutResult:
+    """What a run produced: every finished trajectory (resumed ones included, in plan order),
+    the summary, the episodes that failed, how many were skipped as already done, where it is."""
+
+    trajectories: list[Trajectory]
+    summary: dict[str, Any]
+    errors: list[EpisodeError] = field(default_factory=list)
+    skipped: int = 0
+    out_dir: Path | None = None
+    seconds: float = 0.0
+
+
+class Executor(Protocol):
+    """Runs one planned episode somewhere and returns its trajectory."""
+
+    async def run(self, spec: EpisodeSpec) -> Trajectory: ...
+
+    async def aclose(self) -> None: ...
+
+
+async def run_spec(spec: EpisodeSpec, tasks: Sequence[Task], policy: Any, config: RolloutConfig,
+                   policy_slots: asyncio.Semaphore | None) -> Trajectory:
+    """Run one planned episode in a fresh environment seeded with the episode's seed."""
+    env = make_env(config, tasks, spec.seed)
+    trajectory = await arun_episode(env, policy, task_index=spec.task_index, episode_id=spec.episode_id,
+                                    sample=spec.sample, policy_slots=policy_slots)
+    trajectory.seed = spec.seed
+    if trajectory.model is None and config.model is not None:
+        trajectory.model = config.model
+    return trajectory
+
+
+class LocalExecutor:
+    """Episodes on this event loop; policy calls bounded by ``concurrency``."""
+
+    def __init__(self, tasks: Sequence[Task], policy: Any, config: RolloutConfig) -> None:
+        self.tasks = list(tasks)
+        self.policy = policy
+        self.config = config
+        self._slots: asyncio.Semaphore | None = None
+
+    async def run(self, spec: EpisodeSpec) -> Trajectory:
+        if self._slots is None:  # made on first use, inside the running loop
+            self._slots = asyncio.Semaphore(self.config.concurrency)
+        return await run_spec(spec, self.tasks, self.policy, self.config, self._slots)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _sandbox_workers() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+def _config_record(config: RolloutConfig, tasks: Sequence[Task], policy: Any) -> dict[str, Any]:
+    return {**config.to_dict(), "policy_name": policy_name(policy),
+            "policy_model": policy_model(policy) or config.model, "n_tasks": len(tasks),
+            "task_set_hash": task_set_hash(tasks)}
+
+
+def _identity(config: RolloutConfig, tasks: Sequence[Task]) -> dict[str, Any]:
+    return {**config.identity(), "task_set_hash": task_set_hash(tasks)}
+
+
+async def arun_rollouts(tasks: Sequence[Task], policy: Any, config: RolloutConfig | None = None,
+                        out_dir: str | Path | None = None, *, on_episode: ProgressFn | None = None,
+                        on_start: Callable[[int, int], None] | None = None,
+                        executor: Executor | None = None) -> RolloutResult:
+    """Run every planned episode not already in ``out_dir``; write and summarise them.
+
+    ``on_start(total, already_done)`` is called once the plan is known, and
+    ``on_episode(trajectory, n_finished, total)`` after each episode is written (both on the
+    event loop: keep them quick). Without ``out_dir`` nothing is written and nothing resumed.
+    """
+    config = config or RolloutConfig()
+    tasks = list(tasks)
+    if not tasks:
+        raise ConfigError("the task set is empty; check --tasks and its filters")
+    specs = plan_episodes(tasks, config.samples, config.seed)
+    wanted = {s.episode_id for s in specs}
+    store = RunStore(out_dir) if out_dir is not None else None
+    finished: dict[str, Trajectory] = {}
+    if store is not None:
+        for t in store.open(_config_record(config, tasks, policy), _identity(config, tasks)):
+            if t.episode_id in wanted:
+                finished[str(t.episode_id)] = t
+    skipped = len(finished)
+    todo = [s for s in specs if s.episode_id not in finished]
+    if on_start is not None:
+        on_start(len(specs), skipped)
+    log.info("rollout_start", episodes=len(specs), resumed=skipped, backend=config.backend,
+             concurrency=config.concurrency)
+
+    own_executor = executor is None
+    if executor is None:
+        if config.backend == "ray":
+            from agentenv.rollout.ray_backend import RayExecutor
+
+            executor = RayExecutor(tasks, policy, config)
+        else:
+            executor = LocalExecutor(tasks, policy, config)
+
+    errors: list[EpisodeError] = []
+    queue: asyncio.Queue[EpisodeSpec] = asyncio.Queue()
+    for spec in todo:
+        queue.put_nowait(spec)
+    n_done = skipped
+    started = time.perf_counter()
+
+    async def worker() -> None:
+        nonlocal n_done
+        assert executor is not None
+        while True:
+            try:
+                spec = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            try:
+                trajectory = await executor.run(spec)
+            except EPISODE_ERRORS as exc:
+                errors.append(EpisodeError(spec.episode_id, spec.task_name, spec.sample,
+                                           f"{type(exc).__name__}: {exc}"))
+                log.warning("episode_failed", episode_id=spec.episode_id, error=str(exc))
+                continue
+            finished[spec.episode_id] = trajectory
+            if store is not None:
+                store.append(trajectory)
+            n_done += 1
+            if on_episode is not None:
+                on_episode(trajectory, n_done, len(specs))
+
+    # Keep a few more episodes open than policy slots, so sandbox runs overlap model calls.
+    n_workers = min(len(todo), config.concurrency + _sandbox_workers())
+    workers = [asyncio.ensure_future(worker()) for _ in range(n_workers)]
+    try:
+        if workers:
+            await asyncio.gather(*workers)
+    except BaseException:
+        for w in workers:
+            w.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        raise
+    finally:
+        if own_executor:
+            await executor.aclose()
+        if store is not None:
+            store.close()
+    seconds = time.perf_counter() - started
+
+    ordered = [finished[s.episode_id] for s in specs if s.episode_id in finished]
+    summary = summarize(ordered)
+    summary["run"] = {
+        "policy": policy_name(policy), "model": policy_model(policy) or config.model,
+        "tasks": config.tasks, "mode": config.mode, "max_turns": config.max_turns,
+        "samples": config.samples, "seed": config.seed, "backend": config.backend,
+        "concurrency": config.concurrency, "planned": len(specs), "resumed": skipped,
+        "ran": len(todo) - len(errors), "failed": len(errors), "seconds": round(seconds, 3),
+        "episodes_per_second": round((len(todo) - len(errors)) / seconds, 3) if seconds > 0 else None,
+    }
+    summary["errors"] = [e.to_dict() for e in errors]
+    if store is not None:
+        store.write_summary(summary)
+    log.info("rollout_done", episodes=len(ordered), failed=len(errors), seconds=round(seconds, 3))
+    return RolloutResult(trajectories=ordered, summary=summary, errors=errors, skipped=skipped,
+                         out_dir=store.dir if store is not None else None, seconds=seconds)
+
+
+def run_rollouts(tasks: Sequence[Task], policy: Any, config: RolloutConfig | None = None,
+                 out_dir: str | Path | None = None, *, on_episode: ProgressFn | None = None,
+                 on_start: Callable[[int, int], None] | None = None) -> RolloutResult:
+    """Blocking twin of :func:`arun_rollouts` (runs its own event loop)."""
+
+    async def main() -> RolloutResult:
+        try:
+            return await arun_rollouts(tasks, policy, config, out_dir, on_episode=on_episode,
+                                       on_start=on_start)
+        finally:
+            aclose = getattr(policy, "aclose", None)
+            if aclose is not None:  # the policy's HTTP client for this loop dies with the loop
+                await aclose()
+
+    return asyncio.run(main())

@@ -1,0 +1,151 @@
+"""A run directory on disk: ``config.json``, ``trajectories.jsonl`` and ``summary.json``.
+
+``trajectories.jsonl`` is written incrementally, one finished episode per line, flushed as it
+lands, so a crash loses at most the episodes in flight. Re-opening the same directory resumes:
+the finished episode ids are read back and skipped. A torn last line (the process died while
+writing it) is dropped; any other unreadable line is an error naming the file and line. A
+resumed run must have the same settings and task set (``config.json`` is checked).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+import structlog
+
+from agentenv.errors import ConfigError
+from agentenv.records import Trajectory
+
+__all__ = ["CONFIG_FILE", "SUMMARY_FILE", "TRAJECTORIES_FILE", "RunStore", "read_trajectories",
+           "write_json_atomic"]
+
+log = structlog.get_logger()
+
+TRAJECTORIES_FILE = "trajectories.jsonl"
+SUMMARY_FILE = "summary.json"
+CONFIG_FILE = "config.json"
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to ``path`` via a temporary file and a rename (readers never see half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, sort_keys=False)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _parse_lines(path: Path) -> tuple[list[Trajectory], int | None]:
+    """Trajectories in ``path``, and the byte offset of a torn last line (None when intact)."""
+    raw = path.read_bytes()
+    out: list[Trajectory] = []
+    offset = 0
+    lines = raw.split(b"\n")
+    for lineno, line in enumerate(lines, start=1):
+        start = offset
+        offset += len(line) + 1
+        if not line.strip():
+            continue
+        is_last = lineno == len(lines) or all(not x.strip() for x in lines[lineno:])
+        try:
+            out.append(Trajectory.from_dict(json.loads(line)))
+        except (ValueError, TypeError, KeyError) as exc:
+            if is_last and not raw.endswith(b"\n"):
+                return out, start
+            raise ConfigError(f"{path}:{lineno}: not a trajectory record ({type(exc).__name__}: "
+                              f"{str(exc)[:120]}); fix or remove that line") from None
+    return out, None
+
+
+def read_trajectories(path: str | Path) -> list[Trajectory]:
+    """Every trajectory in a ``trajectories.jsonl`` file (or in a run directory)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / TRAJECTORIES_FILE
+    if not p.is_file():
+        raise ConfigError(f"no trajectories at {p}; pass a run directory written by `agentenv run`")
+    trajectories, _torn = _parse_lines(p)
+    return trajectories
+
+
+class RunStore:
+    """The files of one run directory, opened for writing (and resuming)."""
+
+    def __init__(self, out_dir: str | Path) -> None:
+        self.dir = Path(out_dir)
+        self.trajectories_path = self.dir / TRAJECTORIES_FILE
+        self.summary_path = self.dir / SUMMARY_FILE
+        self.config_path = self.dir / CONFIG_FILE
+        self._fh: IO[str] | None = None
+
+    def open(self, config: Mapping[str, Any], identity: Mapping[str, Any]) -> list[Trajectory]:
+        """Create or resume the run; returns the trajectories already finished.
+
+        ``config`` is written to ``config.json``; ``identity`` (the settings that define the
+        episodes) must equal the stored one when resuming, else ConfigError.
+        """
+        if self.dir.exists() and not self.dir.is_dir():
+            raise ConfigError(f"--out {self.dir} exists and is not a directory")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        if self.config_path.is_file():
+            try:
+                stored = json.loads(self.config_path.read_text(encoding="utf-8"))
+            except ValueError as exc:
+                raise ConfigError(f"{self.config_path} is not valid JSON ({exc}); remove it or use a "
+                                  "new --out") from None
+            old = stored.get("identity", {})
+            changed = sorted(k for k in set(old) | set(identity) if old.get(k) != identity.get(k))
+            if changed:
+                diffs = ", ".join(f"{k}: {old.get(k)!r} -> {identity.get(k)!r}" for k in changed)
+                raise ConfigError(f"{self.dir} holds a run with other settings ({diffs}); resume it "
+                                  "with the same settings or choose a new --out")
+        done: list[Trajectory] = []
+        if self.trajectories_path.is_file():
+            done, torn = _parse_lines(self.trajectories_path)
+            if torn is not None:
+                log.warning("dropping_torn_line", path=str(self.trajectories_path), offset=torn)
+                with self.trajectories_path.open("r+b") as fh:
+                    fh.truncate(torn)
+            elif self.trajectories_path.stat().st_size and \
+                    not self.trajectories_path.read_bytes().endswith(b"\n"):
+                with self.trajectories_path.open("a", encoding="utf-8") as fh:
+                    fh.write("\n")  # the next record must start on its own line
+        write_json_atomic(self.config_path, {**config, "identity": dict(identity)})
+        self._fh = self.trajectories_path.open("a", encoding="utf-8")
+        return done
+
+    def append(self, trajectory: Trajectory) -> None:
+        """Write one finished episode as one line, flushed to the OS at once."""
+        if self._fh is None:
+            raise RuntimeError("RunStore.open() must be called before append()")
+        self._fh.write(json.dumps(trajectory.to_dict(), ensure_ascii=False) + "\n")
+        self._fh.flush()
+
+    def write_summary(self, summary: Mapping[str, Any]) -> None:
+        write_json_atomic(self.summary_path, dict(summary))
+
+    def close(self) -> None:
+        fh, self._fh = self._fh, None
+        if fh is not None:
+            fh.close()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def ids_of(trajectories: Iterable[Trajectory]) -> set[str]:
+    """The episode ids of finished trajectories."""
+    return {t.episode_id for t in trajectories if t.episode_id is not None}

@@ -1,0 +1,84 @@
+"""The numbers a rollout run ends with (``summary.json``), computed from its trajectories.
+
+For every group (the whole run, each difficulty, each task): ``pass@1`` (solved on the first
+turn), ``solve_rate`` (solved by the last turn), ``repair_rate`` (solved later, among episodes
+that failed turn 1), ``mean_reward`` (final reward), ``mean_turns``, token counts and the
+cumulative solve rate by turn. Tokens come in two kinds: what the environment counted in the
+conversation (``total``, of which ``generated`` by the policy), and what the model server
+reported (``prompt_tokens``/``completion_tokens``, summed over calls; absent offline).
+Deeper analysis (plots, comparisons, revise-vs-resample) lives in :mod:`agentenv.report`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from agentenv.records import Trajectory
+
+__all__ = ["summarize", "summarize_group"]
+
+_UNKNOWN = "unknown"
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def summarize_group(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
+    """The headline numbers of a group of episodes (None where a number is undefined)."""
+    n = len(trajectories)
+    solved_turns = [t.solved_turn for t in trajectories]
+    failed_first = [t for t in trajectories if not t.first_turn_solved]
+    max_turns = max((t.max_turns for t in trajectories), default=0)
+    prompt_tokens = completion_tokens = 0
+    calls_with_usage = 0
+    for t in trajectories:
+        for record in t.turns:
+            if record.usage:
+                calls_with_usage += 1
+                prompt_tokens += int(record.usage.get("prompt_tokens", 0))
+                completion_tokens += int(record.usage.get("completion_tokens", 0))
+    total_tokens = sum(t.total_tokens for t in trajectories)
+    return {
+        "episodes": n,
+        "pass@1": _mean([1.0 if t.first_turn_solved else 0.0 for t in trajectories]),
+        "solve_rate": _mean([1.0 if s is not None else 0.0 for s in solved_turns]),
+        "repair_rate": _mean([1.0 if t.solved_turn is not None else 0.0 for t in failed_first]),
+        "mean_reward": _mean([t.final_reward for t in trajectories]),
+        "mean_turns": _mean([float(len(t.turns)) for t in trajectories]),
+        "solve_rate_by_turn": [
+            sum(1 for s in solved_turns if s is not None and s <= k) / n for k in range(1, max_turns + 1)
+        ] if n else [],
+        "tokens": {
+            "total": total_tokens,
+            "generated": sum(t.action_tokens for t in trajectories),
+            "mean_per_episode": total_tokens / n if n else None,
+            "prompt_tokens": prompt_tokens if calls_with_usage else None,
+            "completion_tokens": completion_tokens if calls_with_usage else None,
+        },
+        "stop_reasons": dict(sorted(Counter(str(t.stop_reason) for t in trajectories).items())),
+    }
+
+
+def summarize(trajectories: Iterable[Trajectory], *, difficulty_order: Sequence[str] = ("easy", "medium", "hard")
+              ) -> dict[str, Any]:
+    """The run's summary: overall numbers, then one row per difficulty and per task."""
+    items = list(trajectories)
+    by_difficulty: dict[str, list[Trajectory]] = {}
+    by_task: dict[str, list[Trajectory]] = {}
+    for t in items:
+        by_difficulty.setdefault(t.difficulty or _UNKNOWN, []).append(t)
+        by_task.setdefault(t.task_name, []).append(t)
+    order = {d: i for i, d in enumerate(difficulty_order)}
+    difficulties = sorted(by_difficulty, key=lambda d: (order.get(d, len(order)), d))
+    return {
+        **summarize_group(items),
+        "tasks": len(by_task),
+        "per_difficulty": [{"difficulty": d, **summarize_group(by_difficulty[d])} for d in difficulties],
+        "per_task": [
+            {"task_name": name, "difficulty": group[0].difficulty, **summarize_group(group)}
+            for name, group in by_task.items()
+        ],
+    }

@@ -1,0 +1,70 @@
+"""Resource limits and the scrubbed environment every sandboxed process gets.
+
+``Limits`` is the value the caller tunes (address space, CPU seconds, processes, file size, open
+files, output caps); :func:`scrubbed_env` builds the child's environment from a short allowlist
+minus anything whose name looks like a secret.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = ["DEFAULT_LIMITS", "SECRET_NAME", "Limits", "scrubbed_env"]
+
+# Variable names that carry credentials: *KEY*, *TOKEN*, *SECRET*, *PASSWORD*, *CREDENTIAL*, ...
+SECRET_NAME = re.compile(
+    r"KEY|TOKEN|SECRET|PASSW|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|CERT|SIGNATURE|DSN",
+    re.IGNORECASE,
+)
+
+# The only variables a child may inherit at the fallback level (strict runs get none).
+_ALLOWED = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "LD_LIBRARY_PATH")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-run resource limits. ``None`` leaves a limit as the OS has it.
+
+    ``cpu_seconds`` defaults to the run's timeout rounded up plus one second (the wall clock
+    normally fires first; the CPU limit catches a process that escaped it).
+    """
+
+    address_space: int | None = 2 * 1024**3
+    cpu_seconds: int | None = None
+    processes: int | None = 64
+    file_size: int | None = 32 * 1024**2
+    open_files: int | None = 256
+    max_output: int = 64 * 1024  # bytes of stdout and of stderr kept in the RunResult
+    max_result_bytes: int = 64 * 1024**2  # bytes read from the result channel
+
+    def for_child(self, timeout: float, *, nproc: bool) -> dict[str, Any]:
+        """The ``limits`` entry of a job (what the child applies before running anything)."""
+        cpu = self.cpu_seconds if self.cpu_seconds is not None else math.ceil(timeout) + 1
+        return {
+            "as": self.address_space, "cpu": cpu, "fsize": self.file_size,
+            "nofile": self.open_files, "nproc": self.processes if nproc else None, "core": 0,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+DEFAULT_LIMITS = Limits()
+
+
+def scrubbed_env(workdir: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A minimal environment: an allowlist of harmless variables, never one that names a secret."""
+    source = os.environ if environ is None else environ
+    env = {k: source[k] for k in _ALLOWED if k in source and not SECRET_NAME.search(k)}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env.setdefault("LANG", "C.UTF-8")
+    env["HOME"] = workdir
+    env["TMPDIR"] = workdir
+    env["PYTHONIOENCODING"] = "utf-8"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env

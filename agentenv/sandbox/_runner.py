@@ -1,0 +1,312 @@
+"""The child side of a run: execute one job inside the sandbox and report on the result channel.
+
+This is the only agentenv code that shares a process with candidate code. It is loaded by path
+inside the sandbox (standard library only, no package-relative imports) either as a script
+(``python -I -S _runner.py JOB_FD RESULT_FD``) or by the fork server, which calls
+:func:`run_job` in a freshly forked child.
+
+A job is JSON: ``{"nonce", "code", "setup", "items", "limits"}``. Each item says what to compute
+for one check (the plan comes from :mod:`agentenv.grading`):
+
+- ``{"i", "k": "calls", "calls": [src, ...]}``: evaluate each call expression in the candidate's
+  namespace and send back its *value* as plain data (never a verdict; expected values are not in
+  the job);
+- ``{"i", "k": "stmt", "src"}``: a check that cannot be decomposed; run it here and send back
+  whether it raised (the parent counts these as graded in the child);
+- ``{"i", "k": "stdio", "stdin"}``: run the candidate as a program in a forked process with that
+  stdin and send back what it wrote to fd 1.
+
+The child never decides a grade. It reports facts; the parent judges them. Whatever the
+candidate does to this process (patching modules, forging frames, exiting) can at most lose it
+points on checks the trusted side judges.
+"""
+
+from __future__ import annotations
+
+import builtins
+import io
+import os
+import sys
+from typing import Any
+
+_here = os.path.dirname(os.path.abspath(__file__))
+if _here not in sys.path:
+    sys.path.insert(0, _here)
+
+import _wire  # noqa: E402  (loaded by path inside the sandbox)
+
+__all__ = ["apply_limits", "main", "run_job"]
+
+MAX_MESSAGE = 400  # characters of an exception message sent back
+MAX_STDIO_OUT = 8 * 1024 * 1024  # bytes of a stdio case's stdout kept
+
+# Bound before any candidate code runs, so later monkeypatching of these modules cannot
+# change what the runner itself does.
+_os_write = os.write
+_os_read = os.read
+_os_close = os.close
+_os_fork = os.fork
+_os_exit = os._exit
+_os_pipe = os.pipe
+_os_dup2 = os.dup2
+_os_waitpid = os.waitpid
+_compile = compile
+_exec = exec
+_eval = eval
+_encode_value = _wire.encode_value
+_encode_frame = _wire.encode_frame
+_NotPlainData = _wire.NotPlainData
+
+
+def apply_limits(limits: dict[str, Any]) -> None:
+    """Set the resource limits named in the job (soft and hard), ignoring what the OS refuses."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not POSIX
+        return
+    names = {
+        "as": "RLIMIT_AS", "cpu": "RLIMIT_CPU", "fsize": "RLIMIT_FSIZE",
+        "nofile": "RLIMIT_NOFILE", "nproc": "RLIMIT_NPROC", "core": "RLIMIT_CORE",
+    }
+    for key, attr in names.items():
+        value = limits.get(key)
+        which = getattr(resource, attr, None)
+        if value is None or which is None:
+            continue
+        try:
+            soft, hard = resource.getrlimit(which)
+            new = int(value)
+            if hard != resource.RLIM_INFINITY:
+                new = min(new, hard)
+            resource.setrlimit(which, (new, new))
+        except (ValueError, OSError):
+            pass
+
+
+def _message(exc: BaseException) -> str:
+    """``TypeName: text`` of an exception, clipped; never raises, whatever the exception does."""
+    try:
+        name = type.__dict__["__name__"].__get__(type(exc))
+    except BaseException:
+        name = "Exception"
+    try:
+        text = str(exc)
+    except BaseException:
+        text = ""
+    try:
+        out = f"{name}: {text}" if text else str(name)
+        out = str.__getitem__(out, slice(0, MAX_MESSAGE))
+        return out
+    except BaseException:
+        return "Exception"
+
+
+def _kind(exc: BaseException) -> str:
+    if isinstance(exc, AssertionError):
+        return "assertion"
+    if isinstance(exc, SyntaxError):
+        return "syntax"
+    return "exception"
+
+
+class _Channel:
+    """Writes frames on the result fd; if the parent is gone there is nothing left to do."""
+
+    def __init__(self, fd: int, nonce: str) -> None:
+        self.fd = fd
+        self.nonce = nonce
+
+    def send(self, message: dict[str, Any]) -> None:
+        data = _encode_frame(self.nonce, message)
+        view = memoryview(data)
+        while view:
+            try:
+                n = _os_write(self.fd, view)
+            except InterruptedError:  # pragma: no cover - PEP 475 retries for us
+                continue
+            except OSError:
+                _os_exit(3)
+            view = view[n:]
+
+
+def _load_candidate(code: str, setup: str, chan: _Channel) -> dict[str, Any] | None:
+    """Execute the candidate code then the task's setup code in one fresh namespace."""
+    ns: dict[str, Any] = {"__name__": "solution", "__builtins__": builtins}
+    for label, source in (("solution", code), ("setup", setup)):
+        if not source.strip():
+            continue
+        try:
+            compiled = _compile(source, f"<{label}>", "exec", dont_inherit=True)
+        except BaseException as exc:  # SyntaxError, ValueError (null bytes), RecursionError...
+            chan.send({"t": "load", "kind": "syntax", "msg": f"{label}: {_message(exc)}"})
+            return None
+        try:
+            _exec(compiled, ns)
+        except BaseException as exc:
+            chan.send({"t": "load", "kind": "exception", "msg": f"{label}: {_message(exc)}"})
+            return None
+    chan.send({"t": "load", "ok": True})
+    return ns
+
+
+def _run_stmt(index: int, source: str, ns: dict[str, Any], chan: _Channel) -> None:
+    try:
+        compiled = _compile(source, f"<check {index}>", "exec", dont_inherit=True)
+    except BaseException as exc:
+        chan.send({"t": "stmt", "i": index, "kind": "syntax", "msg": _message(exc)})
+        return
+    try:
+        _exec(compiled, ns)
+    except BaseException as exc:
+        chan.send({"t": "stmt", "i": index, "kind": _kind(exc), "msg": _message(exc)})
+        return
+    chan.send({"t": "stmt", "i": index, "ok": True})
+
+
+def _run_calls(index: int, calls: list[str], ns: dict[str, Any], chan: _Channel) -> None:
+    for j, source in enumerate(calls):
+        try:
+            compiled = _compile(source, f"<check {index}>", "eval", dont_inherit=True)
+            value = _eval(compiled, ns)
+        except BaseException as exc:
+            chan.send({"t": "call", "i": index, "j": j, "kind": _kind(exc), "msg": _message(exc)})
+            continue
+        try:
+            encoded = _encode_value(value)
+        except _NotPlainData as exc:
+            chan.send({"t": "call", "i": index, "j": j, "kind": "type", "msg": str(exc.args[0])})
+            continue
+        except BaseException as exc:  # RecursionError, MemoryError on a huge value
+            chan.send({"t": "call", "i": index, "j": j, "kind": "type", "msg": _message(exc)})
+            continue
+        chan.send({"t": "call", "i": index, "j": j, "v": encoded})
+
+
+def _stdin_fd(data: bytes) -> int:
+    """An fd positioned at the start of ``data`` (a memfd, or an unlinked temp file)."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("stdin")
+    else:  # pragma: no cover - non-Linux
+        import tempfile
+
+        fd = os.dup(tempfile.TemporaryFile().fileno())
+    view = memoryview(data)
+    while view:
+        view = view[_os_write(fd, view):]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _run_stdio(index: int, code: str, stdin: str, chan: _Channel) -> None:
+    """Run the candidate as ``__main__`` in a forked process; report its fd-1 output."""
+    in_fd = _stdin_fd(stdin.encode("utf-8"))
+    out_r, out_w = _os_pipe()
+    st_r, st_w = _os_pipe()
+    pid = _os_fork()
+    if pid == 0:  # the program's process
+        try:
+            _os_close(out_r)
+            _os_close(st_r)
+            _os_dup2(in_fd, 0)
+            _os_dup2(out_w, 1)
+            _os_close(in_fd)
+            _os_close(out_w)
+            sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
+            sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8")
+        except BaseException:
+            _os_exit(70)
+        status = b""
+        try:
+            compiled = _compile(code, "<solution>", "exec", dont_inherit=True)
+            _exec(compiled, {"__name__": "__main__", "__builtins__": builtins})
+        except SystemExit:
+            pass
+        except BaseException as exc:
+            status = (_kind(exc) + "\n" + _message(exc)).encode("utf-8", "replace")
+        try:
+            sys.stdout.flush()
+        except BaseException:
+            pass
+        try:
+            _os_write(st_w, status[:4096])
+        except BaseException:
+            pass
+        _os_exit(0)
+    _os_close(in_fd)
+    _os_close(out_w)
+    _os_close(st_w)
+    chunks: list[bytes] = []
+    kept = 0
+    while True:
+        chunk = _os_read(out_r, 65536)
+        if not chunk:
+            break
+        if kept < MAX_STDIO_OUT:
+            chunks.append(chunk[: MAX_STDIO_OUT - kept])
+            kept += len(chunks[-1])
+    _os_close(out_r)
+    _os_waitpid(pid, 0)
+    status = _os_read(st_r, 8192)
+    _os_close(st_r)
+    out = b"".join(chunks).decode("utf-8", "replace")
+    message: dict[str, Any] = {"t": "stdio", "i": index, "out": out}
+    if status:
+        kind, _, msg = status.decode("utf-8", "replace").partition("\n")
+        message["kind"] = kind if kind in ("assertion", "exception", "syntax") else "exception"
+        message["msg"] = msg
+    chan.send(message)
+
+
+def run_job(job: dict[str, Any], result_fd: int) -> None:
+    """Execute every item of ``job`` and report on ``result_fd``; ends with a ``done`` frame."""
+    chan = _Channel(result_fd, str(job["nonce"]))
+    code = str(job.get("code", ""))
+    items = list(job.get("items", ()))
+    ns: dict[str, Any] | None = None
+    if any(item["k"] != "stdio" for item in items):
+        ns = _load_candidate(code, str(job.get("setup", "")), chan)
+    for item in items:
+        kind, index = item["k"], int(item["i"])
+        if kind == "stdio":
+            _run_stdio(index, code, str(item["stdin"]), chan)
+        elif ns is None:
+            continue  # the parent marks these with the load failure
+        elif kind == "stmt":
+            _run_stmt(index, str(item["src"]), ns, chan)
+        elif kind == "calls":
+            _run_calls(index, list(item["calls"]), ns, chan)
+    chan.send({"t": "done"})
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while True:
+        chunk = _os_read(fd, 1 << 20)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    _os_close(fd)
+    return b"".join(chunks)
+
+
+def main(argv: list[str]) -> None:
+    """Script entry: ``_runner.py JOB_FD RESULT_FD``; the job arrives on JOB_FD as JSON."""
+    import json
+
+    job_fd, result_fd = int(argv[1]), int(argv[2])
+    job = json.loads(_read_all(job_fd))
+    apply_limits(job.get("limits", {}))
+    try:
+        run_job(job, result_fd)
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BaseException:
+            pass
+        # os._exit: no atexit handlers, no thread joins, no finalizers from candidate code.
+        _os_exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

