@@ -34,7 +34,23 @@ _EXPORTS: dict[str, str] = {
     "run_tests": "agentenv.sandbox",
 }
 
-__all__ = sorted([*_EXPORTS, "TASKS", "__version__"])
+__all__ = [
+    "TASKS",
+    "AgentEnvError",
+    "CodingEnv",
+    "MultiTurnCodingEnv",
+    "NumberGuessEnv",
+    "RunResult",
+    "Task",
+    "Trajectory",
+    "TurnRecord",
+    "__version__",
+    "extract_code",
+    "load_tasks",
+    "mock_policy",
+    "openai_policy",
+    "run_tests",
+]
 
 if TYPE_CHECKING:  # pragma: no cover
     from agentenv.envs.coding import CodingEnv

@@ -66,8 +66,9 @@ def _fenced_blocks(text: str) -> list[_Block]:
     return blocks
 
 
-def _defines(source: str, name: str) -> bool:
-    return re.search(rf"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+{re.escape(name)}\b", source,
+def _defines(source: str, name_pattern: str) -> bool:
+    """Does ``source`` define a function or class whose name matches ``name_pattern``?"""
+    return re.search(rf"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+{name_pattern}\b", source,
                      re.MULTILINE) is not None
 
 
@@ -77,10 +78,7 @@ def _pick(blocks: list[_Block], entry_point: str | None) -> str:
         if not block.body.strip() or block.lang in _OTHER_TAGS:
             continue
         score = 0
-        if entry_point and _defines(block.body, entry_point):
-            score += 4
-        elif not entry_point and re.search(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]", block.body,
-                                           re.MULTILINE):
+        if _defines(block.body, re.escape(entry_point) if entry_point else r"\w+"):
             score += 4
         if _parses(block.body):
             score += 2

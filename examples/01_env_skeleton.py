@@ -21,7 +21,7 @@ def main() -> None:
     print("observation keys:", sorted(obs))
     action = mock_policy(obs)            # the 'policy': observation -> raw text
     print("policy output:\n" + action)
-    obs2, reward, done, info = env.step(action)
+    _, reward, done, info = env.step(action)
     print(f"reward={reward} done={done} info={{task_name={info['task_name']!r}, "
           f"passed={info['passed']}, total={info['total']}, timed_out={info['timed_out']}}}\n")
 

@@ -22,7 +22,7 @@ def main() -> None:
     attempts = task.metadata["reward_demo"]
     labels = ["no code at all", "naive reversal", "almost right", "fully correct"]
     print(f"{'attempt':<16} {'passed':>7} {'dense':>6} {'sparse':>6}")
-    for label, raw in zip(labels, attempts):
+    for label, raw in zip(labels, attempts, strict=True):
         code = extract_code(raw, task.entry_point)
         result = run_tests(code, task.checks, timeout=2.0)
         print(f"{label:<16} {result.passed:>3}/{result.total:<3} "

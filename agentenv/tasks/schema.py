@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, TypeAlias
 
 from agentenv.errors import TaskFormatError
 
@@ -38,7 +38,7 @@ def _clip(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-Check = Union[str, StdioCase]
+Check: TypeAlias = str | StdioCase
 
 
 def check_to_dict(check: Check) -> str | dict[str, str]:
