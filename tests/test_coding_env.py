@@ -26,7 +26,10 @@ def test_walkthrough_episode_on_add_scores_one() -> None:
     """reset(task_index=0) poses `add`; the mock policy solves it with reward 1.0 and done=True."""
     env = CodingEnv()
     obs = env.reset(task_index=0)
-    assert obs == {"prompt": TASKS[0].prompt, "entry_point": "add", "task_name": "add"}
+    assert {k: obs[k] for k in ("prompt", "entry_point", "task_name")} == {
+        "prompt": TASKS[0].prompt, "entry_point": "add", "task_name": "add"}
+    assert [m["role"] for m in obs["messages"]] == ["system", "user"]
+    assert TASKS[0].prompt.strip() in obs["messages"][1]["content"]
     obs2, reward, done, info = env.step(mock_policy(obs))
     assert (obs2, reward, done) == ({}, 1.0, True)
     assert info["task_name"] == "add" and info["passed"] == info["total"] == len(TASKS[0].checks)
@@ -39,6 +42,7 @@ def test_hidden_checks_never_appear_in_the_observation() -> None:
     obs = env.reset()
     text = repr(obs)
     assert "add(10, 5)" not in text and "add(-1, 1)" not in text
+    assert "add(2, 2)" in text  # a visible check is shown as an example
 
 
 def test_partial_solution_earns_the_dense_fraction() -> None:
@@ -105,6 +109,8 @@ def test_trajectory_records_the_single_turn_with_visible_results_and_usage() -> 
     assert (turn.visible_passed, turn.visible_total) == (2, 2)
     assert turn.usage == {"prompt_tokens": 9, "completion_tokens": 4} and turn.finish_reason == "stop"
     assert traj.terminated and not traj.truncated
+    assert turn.action_tokens > 0 and turn.cumulative_tokens > turn.action_tokens
+    assert set(traj.template_ids) == {"system", "task"}  # single-step renders no feedback
 
 
 def test_custom_reward_function_is_used() -> None:

@@ -6,6 +6,11 @@ the policy's raw text, runs it against the task's hidden checks in the sandbox a
 any reward function passed as ``reward_fn``. Each episode also leaves a one-turn
 :class:`~agentenv.records.Trajectory` in ``env.trajectory``. Not here: conversation state
 (see ``MultiTurnCodingEnv``) and the sandbox itself.
+
+Besides the walk-through's keys (prompt, entry_point, task_name), the observation carries
+``messages``: the opening conversation (system + task) rendered from the same Jinja templates
+as the multi-turn env, so a chat policy conditions on identical prompts in both shapes, and
+token counts of the two shapes are comparable.
 """
 
 from __future__ import annotations
@@ -14,13 +19,17 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
+from pathlib import Path
+
 from agentenv.envs.scoring import Scored, ascore, score
 from agentenv.errors import ConfigError, EnvStateError
 from agentenv.extract import extract_code
+from agentenv.prompts import Prompts
 from agentenv.records import Trajectory, TurnRecord
 from agentenv.rewards import RewardFn, checked_reward, dense_reward
 from agentenv.tasks.builtin import builtin_tasks
 from agentenv.tasks.schema import Task
+from agentenv.tokens import TokenCounter, Tokenizer
 
 __all__ = ["TASKS", "CodingEnv"]
 
@@ -33,7 +42,8 @@ class CodingEnv:
     the shape most RL-from-verifiable-rewards training (e.g. GRPO) uses."""
 
     def __init__(self, tasks: Sequence[Task] = TASKS, timeout: float = 5.0, seed: int | None = None,
-                 *, reward_fn: RewardFn = dense_reward, isolation: str | None = None) -> None:
+                 *, reward_fn: RewardFn = dense_reward, isolation: str | None = None,
+                 prompts_dir: str | Path | None = None, tokenizer: Tokenizer | str | None = None) -> None:
         self.tasks = list(tasks)
         if not self.tasks:
             raise ConfigError("CodingEnv needs at least one task; pass tasks=load_tasks(...)")
@@ -43,8 +53,11 @@ class CodingEnv:
         self.seed = seed
         self.reward_fn = reward_fn
         self.isolation = isolation
+        self.prompts = Prompts(prompts_dir)
+        self.counter = TokenCounter(tokenizer)
         self._rng = random.Random(seed)
         self.current_task: Task | None = None
+        self._opening_tokens = 0
         self.trajectory: Trajectory | None = None
         self._stepped = False
 
@@ -59,13 +72,15 @@ class CodingEnv:
                 raise ConfigError(f"task_index must be an int in [0, {len(self.tasks)}), got {task_index!r}")
             self.current_task = self.tasks[task_index]
         task = self.current_task
+        messages = self.prompts.messages(task, max_turns=1)
+        self._opening_tokens = sum(self.counter.count_message(m["content"]) for m in messages)
         self.trajectory = Trajectory(task_name=task.name, seed=self.seed, max_turns=1,
-                                     difficulty=task.difficulty, mode="single_step")
+                                     difficulty=task.difficulty, mode="single_step",
+                                     template_ids={k: v for k, v in self.prompts.template_ids.items()
+                                                   if k in ("system", "task")})
         self._stepped = False
-        return self._observation(task)
-
-    def _observation(self, task: Task) -> dict[str, Any]:
-        return {"prompt": task.prompt, "entry_point": task.entry_point, "task_name": task.name}
+        return {"prompt": task.prompt, "entry_point": task.entry_point, "task_name": task.name,
+                "messages": messages}
 
     # -- step --------------------------------------------------------------------------------
     def _begin_step(self, action: object) -> tuple[Task, str]:
@@ -81,9 +96,12 @@ class CodingEnv:
                      ) -> tuple[dict[str, Any], float, bool, dict[str, Any]]:
         result = scored.hidden
         reward = checked_reward(self.reward_fn, result, code)
+        text = str(action) if isinstance(action, str) else ""
+        action_tokens = self.counter.count_message(text)
         record = TurnRecord.from_result(
-            turn=1, response_text=str(action) if isinstance(action, str) else "", code=code,
-            result=result, reward=reward, visible=scored.visible,
+            turn=1, response_text=text, code=code, result=result, reward=reward,
+            visible=scored.visible, action_tokens=action_tokens,
+            cumulative_tokens=self._opening_tokens + action_tokens,
             usage=getattr(action, "usage", None), finish_reason=getattr(action, "finish_reason", None),
         )
         assert self.trajectory is not None
