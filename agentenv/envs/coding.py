@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from typing import Any
-
 from pathlib import Path
+from typing import Any
 
 from agentenv.envs.scoring import Scored, ascore, score
 from agentenv.errors import ConfigError, EnvStateError
