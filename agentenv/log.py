@@ -1,20 +1,73 @@
-"""Logging setup for the CLI and the examples: structlog events rendered for a terminal or as JSON.
+"""Logging: structured events from the library, and the setup the CLI and examples call.
 
-Importing agentenv configures nothing; library modules only call ``structlog.get_logger()``.
-Entry points (``agentenv`` CLI, ``examples/*.py``) call :func:`configure_logging` once.
+Library modules log through :func:`get_logger`, never print, and configure nothing. Until an
+application configures logging, agentenv's events go to the standard-library logger
+``agentenv.*``, which carries only a ``NullHandler`` (the standard library-package practice),
+so a user's stdout and stderr stay clean. Once structlog is configured — by
+:func:`configure_logging` (the CLI and the examples call it), by the application, or by
+``structlog.testing.capture_logs`` in a test — every event goes through structlog instead, as
+key-value data (``event="transition", from_state=..., to_state=...``).
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from typing import Any
 
 import structlog
 
-__all__ = ["configure_logging"]
+__all__ = ["configure_logging", "get_logger"]
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
            "error": logging.ERROR}
+
+logging.getLogger("agentenv").addHandler(logging.NullHandler())
+
+
+class EventLogger:
+    """A structlog-style logger that routes to structlog when it is configured, else to stdlib."""
+
+    __slots__ = ("_context", "_name")
+
+    def __init__(self, name: str, context: dict[str, Any] | None = None) -> None:
+        self._name = name
+        self._context = dict(context or {})
+
+    def bind(self, **values: Any) -> EventLogger:
+        """A logger whose events all carry ``values``."""
+        return EventLogger(self._name, {**self._context, **values})
+
+    def _emit(self, level: str, event: str, values: dict[str, Any]) -> None:
+        fields = {**self._context, **values}
+        if structlog.is_configured():
+            getattr(structlog.get_logger(self._name), level)(event, **fields)
+            return
+        std = logging.getLogger(self._name)
+        numeric = _LEVELS.get(level, logging.ERROR)
+        if std.isEnabledFor(numeric):
+            rendered = " ".join(f"{k}={v!r}" for k, v in fields.items())
+            std.log(numeric, "%s %s", event, rendered)
+
+    def debug(self, event: str, **values: Any) -> None:
+        self._emit("debug", event, values)
+
+    def info(self, event: str, **values: Any) -> None:
+        self._emit("info", event, values)
+
+    def warning(self, event: str, **values: Any) -> None:
+        self._emit("warning", event, values)
+
+    def error(self, event: str, **values: Any) -> None:
+        self._emit("error", event, values)
+
+    def exception(self, event: str, **values: Any) -> None:
+        self._emit("error", event, {**values, "exc_info": True})
+
+
+def get_logger(name: str = "agentenv") -> EventLogger:
+    """The logger library modules use: ``log = get_logger(__name__)``."""
+    return EventLogger(name if name.startswith("agentenv") else f"agentenv.{name}")
 
 
 def configure_logging(level: str = "warning", json: bool = False) -> None:
