@@ -56,6 +56,7 @@ class TaskFormatError(AgentEnvError, ValueError):
             where.append(f"field {field!r}")
         prefix = (", ".join(where) + ": ") if where else ""
         super().__init__(prefix + message)
+        self.detail = message  # the message without the file/task/field prefix
         self.path = path
         self.task = task
         self.field = field

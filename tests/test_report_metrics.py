@@ -9,7 +9,7 @@ The run (report_builders.multi_turn_run), max_turns 3, rewards in quarters:
     parse (hard) s0: runtime 0, runtime 0, wrong .25 -> unsolved
                  s1: timeout 0, pass              -> solved turn 2
 
-Tokens per episode of T turns: generated 10T; prompts 50 + 30(t-1) per call, so total
+Tokens per episode of T turns: generated 10T; prompts 50 + 30(t-1) per call, so processed
 60T + 15T(T-1) (60, 150, 270 for T = 1, 2, 3).
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import pytest
 from report_builders import multi_turn_run, single_step, single_step_run, turn
 
-from agentenv.records import OUTCOMES, Trajectory
+from agentenv.records import OUTCOMES, Trajectory, TurnRecord
 from agentenv.report import episode_cost, run_metrics
 
 approx = pytest.approx
@@ -37,7 +37,7 @@ def test_overall_metrics_match_the_hand_computed_values() -> None:
     assert overall["mean_turns"] == approx((1.5 + 3 + 2.5) / 3)
     assert overall["cumulative_solve_rate"] == approx([1 / 6, 0.5, 2 / 3])
     assert overall["tokens"]["generated"] == approx((15 + 30 + 25) / 3)
-    assert overall["tokens"]["total"] == approx((105 + 270 + 210) / 3)
+    assert overall["tokens"]["processed"] == approx((105 + 270 + 210) / 3)
     assert overall["tokens"]["conversation"] == approx((95 + 140 + 125) / 3)
 
 
@@ -52,7 +52,7 @@ def test_task_rows_hold_each_tasks_own_numbers() -> None:
     assert sort["cumulative_solve_rate"] == [0.0, 0.0, 0.5]
     assert parse["cumulative_solve_rate"] == [0.0, 0.5, 0.5]
     assert parse["mean_reward"] == 0.625 and parse["difficulty"] == "hard"
-    assert (add["tokens"]["generated"], add["tokens"]["total"]) == (15.0, 105.0)
+    assert (add["tokens"]["generated"], add["tokens"]["processed"]) == (15.0, 105.0)
 
 
 def test_difficulty_rows_average_their_tasks_and_pool_repairs() -> None:
@@ -114,11 +114,11 @@ def test_a_single_step_run_has_one_turn_no_repairs_and_no_transitions() -> None:
     metrics = run_metrics(single_step_run())
     overall = metrics["overall"]
     assert overall["pass@1"] == overall["solve_rate"] == approx((0.5 + 0.25 + 0.25) / 3)
-    assert overall["repaired"] == 0 and overall["failed_first"] == 8
-    assert overall["repair_rate"] == 0.0
+    assert overall["repaired"] == 0 and overall["failed_first"] == 0
+    assert overall["repair_rate"] is None
     assert metrics["transitions"]["pairs"] == 0
     assert metrics["run"]["turns"] == 1
-    assert overall["tokens"]["total"] == 60.0
+    assert overall["tokens"]["processed"] == 60.0
 
 
 def test_unequal_samples_weigh_every_task_the_same() -> None:
@@ -139,11 +139,19 @@ def test_episode_cost_prefers_the_servers_usage_and_marks_missing_counts_as_none
     ])
     cost = episode_cost(with_usage)
     assert (cost.calls, cost.generated, cost.prompt) == (2, 7 + 10, 120 + 80)
-    assert cost.total == 217 and cost.conversation == 110
-    assert episode_cost(with_usage, upto=1).total == 127
-    bare = Trajectory(task_name="t", turns=[turn(1, "pass", 1.0).__class__(
+    assert cost.processed == 217 and cost.conversation == 110
+    assert episode_cost(with_usage, upto=1).processed == 127
+    bare = Trajectory(task_name="t", turns=[TurnRecord(
         turn=1, response_text="", code="", code_hash="", outcome="pass", passed=1, total=1,
         fraction=1.0, reward=1.0, delta=1.0)])
     assert episode_cost(bare).to_dict() == {"calls": 1, "generated": None, "prompt": None,
-                                            "total": None, "conversation": None}
-    assert run_metrics([bare])["overall"]["tokens"]["total"] is None
+                                            "processed": None, "conversation": None}
+    assert run_metrics([bare])["overall"]["tokens"]["processed"] is None
+
+
+def test_difficulty_rows_run_from_easy_to_hard_with_unknown_last() -> None:
+    """Usual difficulty labels are ordered by difficulty, not alphabetically."""
+    episodes = [single_step(name, True, difficulty=level) for name, level in
+                (("a", "hard"), ("b", None), ("c", "medium"), ("d", "easy"), ("e", "Zany"))]
+    assert list(run_metrics(episodes)["by_difficulty"]) == ["easy", "medium", "hard", "Zany",
+                                                            "unknown"]

@@ -27,9 +27,11 @@ def test_load_run_accepts_the_trajectories_file_itself(tmp_path: Path) -> None:
 
 
 def test_a_missing_run_directory_is_one_clear_error_naming_the_file(tmp_path: Path) -> None:
-    """No trajectories.jsonl: the error names the file and says what to pass."""
-    with pytest.raises(RunFormatError, match=r"trajectories\.jsonl.*agentenv run"):
+    """No directory, or no trajectories.jsonl in it: the error names the path and what to pass."""
+    with pytest.raises(RunFormatError, match=r"nowhere: no such file or run directory.*agentenv run"):
         load_run(tmp_path / "nowhere")
+    with pytest.raises(RunFormatError, match=r"trajectories\.jsonl: no such file.*agentenv run"):
+        load_run(tmp_path)
 
 
 def test_a_malformed_line_is_reported_with_file_and_line_number(tmp_path: Path) -> None:

@@ -4,9 +4,10 @@ Per turn (one policy call), ``generated`` tokens are the server's ``completion_t
 policy reported usage, else the env's count of the action (``action_tokens``). ``prompt``
 tokens are the server's ``prompt_tokens``, else the conversation before the action as the env
 counted it (``cumulative_tokens - action_tokens - observation_tokens``): a multi-turn call
-re-reads its whole history. ``total`` is prompt plus generated summed over calls, the tokens a
-model processed; ``conversation`` is the length of the final conversation, every message
-counted once. An episode whose turns carry no token information has ``None`` token fields, so
+re-reads its whole history. ``processed`` is prompt plus generated summed over calls, the
+tokens a model processed (what a server bills, the budget that compares strategies);
+``conversation`` is the length of the final conversation, every message counted once (what
+``summary.json`` calls its token total). An episode whose turns carry no token information has ``None`` token fields, so
 "not recorded" never reads as "free".
 """
 
@@ -27,12 +28,12 @@ class EpisodeCost:
     calls: int
     generated: int | None
     prompt: int | None
-    total: int | None
+    processed: int | None
     conversation: int | None
 
     def to_dict(self) -> dict[str, Any]:
         return {"calls": self.calls, "generated": self.generated, "prompt": self.prompt,
-                "total": self.total, "conversation": self.conversation}
+                "processed": self.processed, "conversation": self.conversation}
 
 
 def _has_tokens(record: TurnRecord) -> bool:
@@ -49,7 +50,7 @@ def episode_cost(trajectory: Trajectory, upto: int | None = None) -> EpisodeCost
     """Cost of the episode's first ``upto`` turns (all turns when None)."""
     turns = trajectory.turns if upto is None else [t for t in trajectory.turns if t.turn <= upto]
     if not turns or not any(_has_tokens(t) for t in turns):
-        return EpisodeCost(calls=len(turns), generated=None, prompt=None, total=None,
+        return EpisodeCost(calls=len(turns), generated=None, prompt=None, processed=None,
                            conversation=None)
     generated = prompt = 0
     for record in turns:
@@ -61,4 +62,4 @@ def episode_cost(trajectory: Trajectory, upto: int | None = None) -> EpisodeCost
         prompt += sent
     conversation = turns[-1].cumulative_tokens or None
     return EpisodeCost(calls=len(turns), generated=generated, prompt=prompt,
-                       total=generated + prompt, conversation=conversation)
+                       processed=generated + prompt, conversation=conversation)

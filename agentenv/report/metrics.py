@@ -4,8 +4,9 @@ Definitions (an episode is *solved* at the first turn whose outcome is ``"pass"`
 hidden checks passed):
 
 - ``pass@1``: solved on turn 1. ``solve_rate`` (solve@T): solved by the last turn.
-- ``repair_rate``: of the episodes not solved on turn 1, the fraction solved later; pooled over
-  episodes (``repaired / failed_first``), None when no episode failed turn 1.
+- ``repair_rate``: of the episodes not solved on turn 1 (and allowed more turns), the fraction
+  solved later; pooled over episodes (``repaired / failed_first``), None when no episode failed
+  turn 1 (always None for a single-step run).
 - ``cumulative_solve_rate[t-1]``: solved by turn ``t``, for ``t = 1..T`` (T the largest
   ``max_turns``); an episode that stopped early keeps its final status.
 - ``mean_reward``: the final turn's reward. ``tokens``: see :mod:`agentenv.report.budget`.
@@ -32,12 +33,22 @@ __all__ = ["REWARD_BINS", "aggregate", "horizon", "reward_distribution", "run_me
            "transitions"]
 
 REWARD_BINS = 10
-TOKEN_KEYS = ("generated", "total", "conversation")
+# Difficulty rows run from easy to hard when the labels are the usual ones; others sort after.
+_DIFFICULTY_ORDER = ("introductory", "easy", "interview", "medium", "competition", "hard")
+TOKEN_KEYS = ("generated", "processed", "conversation")
 
 
 def horizon(trajectories: Sequence[Trajectory]) -> int:
     """T: the most turns any episode was allowed (or took)."""
     return max(max(t.max_turns, len(t.turns)) for t in trajectories)
+
+
+def _difficulty_key(level: str) -> tuple[int, str]:
+    if level == "unknown":
+        return (len(_DIFFICULTY_ORDER) + 1, level)
+    lowered = level.lower()
+    rank = _DIFFICULTY_ORDER.index(lowered) if lowered in _DIFFICULTY_ORDER else len(_DIFFICULTY_ORDER)
+    return (rank, lowered)
 
 
 def _solved_by(trajectory: Trajectory, turn: int) -> bool:
@@ -53,7 +64,8 @@ def _mean_tokens(episodes: Sequence[Trajectory]) -> dict[str, float | None]:
 def task_row(episodes: Sequence[Trajectory], turns: int) -> dict[str, Any]:
     """The metrics of one task's episodes (see the module docstring)."""
     n = len(episodes)
-    failed_first = [t for t in episodes if not t.first_turn_solved]
+    # Only an episode allowed a second turn can be repaired (none in a single-step run).
+    failed_first = [t for t in episodes if not t.first_turn_solved and t.max_turns > 1]
     repaired = sum(1 for t in failed_first if t.solved_turn is not None)
     return {
         "episodes": n,
@@ -180,7 +192,8 @@ def run_metrics(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
         },
         "overall": aggregate(list(rows.values()), turns),
         "by_difficulty": {level: aggregate(level_rows, turns)
-                          for level, level_rows in sorted(difficulty.items())},
+                          for level, level_rows in sorted(difficulty.items(),
+                                                          key=lambda item: _difficulty_key(item[0]))},
         "by_task": rows,
         "stop_reasons": dict(sorted(Counter(str(t.stop_reason) for t in trajectories).items())),
         **_by_turn(trajectories, turns),

@@ -137,16 +137,20 @@ def budget_plot(result: dict[str, Any]) -> bytes:
     by_calls.set_xticks(calls)
     revise_x = [p["revise_tokens"] for p in points]
     resample_x = [p["resample_tokens"] for p in points]
-    if all(x is not None for x in revise_x) and all(x is not None for x in resample_x):
+    styled = [by_calls]
+    if None in revise_x or None in resample_x:
+        missing = [name for name, xs in (("multi-turn", revise_x), ("single-step", resample_x))
+                   if None in xs]
+        _empty(by_tokens, f"token counts were not recorded in the {' and '.join(missing)} run")
+    else:
         by_tokens.plot(revise_x, [p["revise"] for p in points], marker="o", color="tab:blue",
                        label=lines[0][0])
         for label, key, colour, marker in lines[1:]:
             by_tokens.plot(resample_x, [p[key] for p in points], marker=marker, color=colour,
                            label=label)
         by_tokens.set_xlabel("budget: tokens processed per task (prompt + generated)")
-    else:
-        _empty(by_tokens, "token counts were not recorded in one of the runs")
-    for axis in (by_calls, by_tokens):
+        styled.append(by_tokens)
+    for axis in styled:
         axis.set_ylabel("solve rate")
         axis.set_ylim(-0.02, 1.02)
         axis.grid(alpha=0.3)

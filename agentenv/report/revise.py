@@ -14,7 +14,7 @@ overall (the mean over tasks):
 - ``pass@k``: the unbiased ``1 - C(n-c, k)/C(n, k)``, the oracle that needs hidden tests to pick.
 - ``repair_rate``: multi-turn episodes solved by turn ``k`` among those that failed turn 1
   (pooled over episodes).
-- tokens per episode, generated and total (see :mod:`agentenv.report.budget`): a multi-turn
+- tokens per episode, generated and total (``processed``: prompt plus generated; see :mod:`agentenv.report.budget`): a multi-turn
   episode within ``k`` turns against ``k`` fresh samples.
 
 The difference revise − 1@k (and revise − pass@k) gets a paired bootstrap interval over
@@ -92,7 +92,7 @@ def _resample_row(samples: Sequence[Trajectory], k: int) -> dict[str, Any]:
     costs = [episode_cost(s) for s in samples]
     pick = _pick(samples, k)
     early = costs[:pick + 1] if visible_pass(samples[pick]) else costs[:k]
-    early_total = [c.total for c in early]
+    early_processed = [x.processed for x in early]
     return {
         "samples": n,
         "correct": c,
@@ -104,10 +104,10 @@ def _resample_row(samples: Sequence[Trajectory], k: int) -> dict[str, Any]:
         "curve_pass": [pass_at_k(n, c, j) for j in range(1, k + 1)],
         "curve_one": [float(one_at_k(samples, j)) for j in range(1, k + 1)],
         "tokens_per_sample": {"generated": _mean_of([x.generated for x in costs]),
-                              "total": _mean_of([x.total for x in costs])},
+                              "processed": _mean_of([x.processed for x in costs])},
         "one_at_k_calls": len(early),
-        "one_at_k_tokens": (sum(t for t in early_total if t is not None)
-                            if all(t is not None for t in early_total) else None),
+        "one_at_k_tokens": (sum(t for t in early_processed if t is not None)
+                            if None not in early_processed else None),
     }
 
 
@@ -117,11 +117,11 @@ def _revise_row(episodes: Sequence[Trajectory], k: int) -> dict[str, Any]:
     def solved_by(t: Trajectory, turn: int) -> bool:
         return t.solved_turn is not None and t.solved_turn <= turn
 
-    failed_first = [t for t in episodes if not t.first_turn_solved]
+    failed_first = [t for t in episodes if not t.first_turn_solved] if k > 1 else []
     repaired = sum(solved_by(t, k) for t in failed_first)
     curve_tokens = []
     for j in range(1, k + 1):
-        curve_tokens.append(_mean_of([episode_cost(t, upto=j).total for t in episodes]))
+        curve_tokens.append(_mean_of([episode_cost(t, upto=j).processed for t in episodes]))
     costs = [episode_cost(t, upto=k) for t in episodes]
     return {
         "episodes": m,
@@ -134,7 +134,7 @@ def _revise_row(episodes: Sequence[Trajectory], k: int) -> dict[str, Any]:
         "curve_calls": [sum(min(len(t.turns), j) for t in episodes) / m for j in range(1, k + 1)],
         "curve_tokens": curve_tokens,
         "tokens_per_episode": {"generated": _mean_of([x.generated for x in costs]),
-                               "total": _mean_of([x.total for x in costs])},
+                               "processed": _mean_of([x.processed for x in costs])},
         "mean_calls": sum(x.calls for x in costs) / m,
     }
 
@@ -160,12 +160,13 @@ def _task_row(samples: Sequence[Trajectory], episodes: Sequence[Trajectory], k: 
         "repair_rate": revise["repair_rate"],
         "tokens": {
             "revise_generated": revise["tokens_per_episode"]["generated"],
-            "revise_total": revise["tokens_per_episode"]["total"],
+            "revise_processed": revise["tokens_per_episode"]["processed"],
             "sample_generated": per_sample["generated"],
-            "sample_total": per_sample["total"],
+            "sample_processed": per_sample["processed"],
             "resample_generated": None if per_sample["generated"] is None else k * per_sample["generated"],
-            "resample_total": None if per_sample["total"] is None else k * per_sample["total"],
-            "one_at_k_early_stop_total": resample["one_at_k_tokens"],
+            "resample_processed": (None if per_sample["processed"] is None
+                                   else k * per_sample["processed"]),
+            "one_at_k_early_stop_processed": resample["one_at_k_tokens"],
         },
         "calls": {"revise": revise["mean_calls"], "resample": k,
                   "one_at_k_early_stop": resample["one_at_k_calls"]},
@@ -228,7 +229,7 @@ def _budget(rows: Sequence[dict[str, Any]], k: int) -> list[dict[str, Any]]:
         def at(key: str, index: int = j) -> float | None:
             return _mean_of([row["curves"][key][index] for row in rows])
 
-        per_sample = _mean_of([row["tokens"]["sample_total"] for row in rows])
+        per_sample = _mean_of([row["tokens"]["sample_processed"] for row in rows])
         curves.append({
             "calls": j + 1,
             "revise": at("revise"),

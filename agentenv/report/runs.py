@@ -38,14 +38,16 @@ _log = structlog.get_logger()
 def trajectories_path(run: str | Path) -> Path:
     """The ``trajectories.jsonl`` of a run: ``run`` is the run directory or the file itself."""
     path = Path(run)
-    if path.is_dir():
-        path = path / TRAJECTORIES_FILE
+    if path.is_file():
+        return path
+    hint = (f"pass a run directory written by `agentenv run` (it holds {TRAJECTORIES_FILE} and "
+            f"{SUMMARY_FILE}) or the path of a {TRAJECTORIES_FILE}")
+    if path.suffix == ".jsonl" or not path.is_dir():
+        raise RunFormatError(f"no such file or run directory; {hint}", path=str(path))
+    path = path / TRAJECTORIES_FILE
     if not path.is_file():
-        raise RunFormatError(
-            "no such file; pass a run directory written by `agentenv run` (it holds "
-            f"{TRAJECTORIES_FILE} and {SUMMARY_FILE}) or the path of a {TRAJECTORIES_FILE}",
-            path=str(path),
-        )
+        raise RunFormatError(f"no such file: the run has not finished an episode yet, or {hint}",
+                             path=str(path))
     return path
 
 

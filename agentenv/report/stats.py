@@ -127,16 +127,18 @@ def bootstrap_difference(a: Sequence[Sequence[float]], b: Sequence[Sequence[floa
     if any(len(row) != width for row in (*a, *b)):
         raise ConfigError("every observation must carry the same metrics")
     rng = random.Random(seed)
-
-    def column_means(rows: Sequence[Sequence[float]]) -> list[float]:
-        return [math.fsum(row[j] for row in rows) / len(rows) for j in range(width)]
-
-    estimate = [mb - ma for ma, mb in zip(column_means(a), column_means(b), strict=True)]
+    columns_a = [[float(row[j]) for row in a] for j in range(width)]
+    columns_b = [[float(row[j]) for row in b] for j in range(width)]
+    estimate = [math.fsum(cb) / len(b) - math.fsum(ca) / len(a)
+                for ca, cb in zip(columns_a, columns_b, strict=True)]
+    rows_a, rows_b = range(len(a)), range(len(b))
     replicates: list[list[float]] = [[] for _ in range(width)]
     for _ in range(n_boot):
-        means_a = column_means(rng.choices(a, k=len(a)))
-        means_b = column_means(rng.choices(b, k=len(b)))
+        pick_a = rng.choices(rows_a, k=len(a))
+        pick_b = rng.choices(rows_b, k=len(b))
         for j in range(width):
-            replicates[j].append(means_b[j] - means_a[j])
+            mean_a = math.fsum(map(columns_a[j].__getitem__, pick_a)) / len(a)
+            mean_b = math.fsum(map(columns_b[j].__getitem__, pick_b)) / len(b)
+            replicates[j].append(mean_b - mean_a)
     n = min(len(a), len(b))
     return [_interval(estimate[j], replicates[j], confidence, n) for j in range(width)]

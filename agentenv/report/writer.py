@@ -67,7 +67,7 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None, *, cred
     text = format_report(metrics)
     (out / "report.txt").write_text(text + "\n", encoding="utf-8")
     files["text"] = str(out / "report.txt")
-    page = report_page(metrics, images, title=f"agentenv report: {Path(run_dir).name}")
+    page = report_page(metrics, images, title=f"agentenv report: {source.parent.name}")
     (out / "report.html").write_text(page, encoding="utf-8")
     files["html"] = str(out / "report.html")
     if credit:

@@ -1,0 +1,153 @@
+"""Report files: PNG figures, the self-contained HTML page, the text table, credit.jsonl."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from report_builders import multi_turn, multi_turn_run, single_step_run, write_run
+
+from agentenv.credit import SCHEMES
+from agentenv.errors import MissingDependency
+from agentenv.report import CREDIT_FILE, export_credit, write_report, write_revise_report
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _assert_valid_png(path: Path) -> None:
+    from PIL import Image  # pillow comes with matplotlib, which these tests need anyway
+
+    assert path.read_bytes().startswith(PNG_SIGNATURE)
+    with Image.open(path) as image:
+        image.verify()
+    with Image.open(path) as image:
+        assert image.format == "PNG" and image.width > 100 and image.height > 100
+
+
+def _assert_self_contained(page: str, images: int) -> None:
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    assert page.count('src="data:image/png;base64,') == images
+    assert not re.search(r"https?://", page)
+    assert "<script" not in page and "<link" not in page
+    assert not re.search(r'src="(?!data:)', page)
+
+
+def test_write_report_writes_valid_pngs_a_self_contained_page_and_the_numbers(tmp_path: Path) -> None:
+    """Three PNGs, report.html with them inlined, report.txt and metrics.json in run/report."""
+    run = write_run(tmp_path / "run", multi_turn_run(), summary={"pass@1": 1 / 6})
+    metrics = write_report(run)
+    out = run / "report"
+    for name in ("cumulative_solve_rate", "reward_distribution", "transition_matrix"):
+        _assert_valid_png(out / f"{name}.png")
+        assert metrics["files"][name] == str(out / f"{name}.png")
+    page = (out / "report.html").read_text()
+    _assert_self_contained(page, images=3)
+    assert "0.667" in page and "repair rate" in page
+    text = (out / "report.txt").read_text()
+    assert "solve@3" in text and "t3=0.667" in text and "repaired 3 of 5" in text
+    stored = json.loads((out / "metrics.json").read_text())
+    assert stored["overall"]["solve_rate"] == pytest.approx(2 / 3)
+    assert stored["runner_summary"] == {"pass@1": 1 / 6}
+    assert metrics["overall"]["repair_rate"] == pytest.approx(0.6)
+
+
+def test_write_report_honours_out_dir_and_handles_a_single_step_run(tmp_path: Path) -> None:
+    """A single-step run still gets its three figures (one says there are no transitions)."""
+    run = write_run(tmp_path / "run", single_step_run())
+    metrics = write_report(run, tmp_path / "elsewhere", credit=False)
+    assert not (run / "report").exists() and not (run / CREDIT_FILE).exists()
+    _assert_valid_png(tmp_path / "elsewhere" / "transition_matrix.png")
+    _assert_self_contained((tmp_path / "elsewhere" / "report.html").read_text(), images=3)
+    assert metrics["overall"]["repair_rate"] is None
+
+
+def test_strings_from_the_run_are_escaped_in_the_page(tmp_path: Path) -> None:
+    """A task name holding markup appears as text, never as a tag."""
+    name = "<script>alert('x')</script>"
+    run = write_run(tmp_path / "run", [multi_turn(name, [("pass", 1.0)])])
+    write_report(run, credit=False)
+    page = (run / "report" / "report.html").read_text()
+    assert "&lt;script&gt;" in page
+    _assert_self_contained(page, images=3)
+
+
+def test_without_matplotlib_the_error_names_the_plots_extra_and_nothing_is_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A missing plots extra is one clear MissingDependency that says what to install."""
+    run = write_run(tmp_path / "run", multi_turn_run())
+    for module in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, module)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(MissingDependency, match=r'pip install "agentenv\[plots\]"'):
+        write_report(run)
+    assert not (run / "report").exists()
+
+
+def test_export_credit_writes_one_line_per_turn_with_every_scheme(tmp_path: Path) -> None:
+    """credit.jsonl sits next to the trajectories: ids, reward, and per-scheme return/advantage."""
+    run = write_run(tmp_path / "run", multi_turn_run())
+    path = export_credit(run)
+    assert path == run / CREDIT_FILE
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(rows) == 1 + 2 + 3 + 3 + 3 + 2          # one row per turn
+    first = rows[0]
+    assert (first["episode_id"], first["task_name"], first["sample"], first["turn"]) == ("add-0", "add", 0, 1)
+    for scheme in SCHEMES:
+        assert {f"return_{scheme}", f"adv_{scheme}"} <= set(first)
+    # add sample 1: wrong .5 then pass; final-only credits 1.0 to both turns with gamma 1.
+    add_1 = [r for r in rows if r["episode_id"] == "add-1"]
+    assert [r["return_final_only"] for r in add_1] == [1.0, 1.0]
+    assert [r["return_per_turn"] for r in add_1] == [0.5, 1.0]
+    # Group-normalised advantages of a task's episodes sum to about zero.
+    sort_first = [r["adv_final_only"] for r in rows if r["task_name"] == "sort" and r["turn"] == 1]
+    assert sum(sort_first) == pytest.approx(0.0, abs=1e-6)
+    assert sort_first[0] < 0 < sort_first[1]             # sample 1 solved, sample 0 did not
+
+
+def test_export_credit_discounts_with_gamma(tmp_path: Path) -> None:
+    """gamma < 1 discounts the final-only return of earlier turns."""
+    run = write_run(tmp_path / "run", multi_turn_run())
+    rows = [json.loads(line) for line in export_credit(run, gamma=0.5).read_text().splitlines()]
+    add_1 = [r for r in rows if r["episode_id"] == "add-1"]
+    assert [r["return_final_only"] for r in add_1] == [0.5, 1.0]
+
+
+def test_write_report_also_exports_credit_by_default(tmp_path: Path) -> None:
+    """agentenv report leaves credit.jsonl for trainers next to the trajectories."""
+    run = write_run(tmp_path / "run", multi_turn_run())
+    metrics = write_report(run)
+    assert metrics["files"]["credit"] == str(run / CREDIT_FILE)
+    assert len((run / CREDIT_FILE).read_text().splitlines()) == 14
+
+
+def test_write_revise_report_writes_its_plot_table_page_and_numbers(tmp_path: Path) -> None:
+    """revise_vs_resample.{png,txt,html,json} land in the multi-turn run's folder."""
+    single = write_run(tmp_path / "single", single_step_run())
+    multi = write_run(tmp_path / "multi", multi_turn_run())
+    result = write_revise_report(single, multi, n_boot=200)
+    out = multi / "revise_vs_resample"
+    _assert_valid_png(out / "revise_vs_resample.png")
+    _assert_self_contained((out / "revise_vs_resample.html").read_text(), images=1)
+    assert "revise - 1@3: +0.333" in (out / "revise_vs_resample.txt").read_text()
+    assert json.loads((out / "revise_vs_resample.json").read_text())["k"] == 3
+    assert result["files"]["png"] == str(out / "revise_vs_resample.png")
+
+
+def test_revise_report_without_token_counts_still_draws_and_says_so(tmp_path: Path) -> None:
+    """A single-step run with no token counts leaves the tokens panel empty, not at zero cost."""
+    bare = []
+    for episode in single_step_run():
+        episode.turns = [dataclasses.replace(t, action_tokens=0, cumulative_tokens=0)
+                         for t in episode.turns]
+        bare.append(episode)
+    single = write_run(tmp_path / "single", bare)
+    multi = write_run(tmp_path / "multi", multi_turn_run())
+    result = write_revise_report(single, multi, tmp_path / "out", n_boot=100)
+    assert result["overall"]["tokens"]["resample_processed"] is None
+    assert all(point["resample_tokens"] is None for point in result["budget"])
+    _assert_valid_png(tmp_path / "out" / "revise_vs_resample.png")
+    assert "proc tok 3x" in (tmp_path / "out" / "revise_vs_resample.txt").read_text()
