@@ -3,13 +3,13 @@
 Importing this module registers three ids, so that ``gymnasium.make(id, **kwargs)`` works, as
 does the ``gymnasium.make("agentenv.gym:agentenv/Coding-v0")`` form that imports it for you:
 
-=============================== ================================ ===========================
-id                              wraps                            observation
-=============================== ================================ ===========================
-``agentenv/NumberGuess-v0``     :class:`~agentenv.toy.NumberGuessEnv`  ``{"low", "high"}`` ints
-``agentenv/Coding-v0``          :class:`~agentenv.envs.coding.CodingEnv`  task text fields
-``agentenv/MultiTurnCoding-v0`` :class:`~agentenv.envs.multiturn.MultiTurnCodingEnv`  text fields + turn
-=============================== ================================ ===========================
+- ``agentenv/NumberGuess-v0``: :class:`NumberGuessGymEnv` over ``agentenv.toy.NumberGuessEnv``;
+  observation ``{"low", "high"}`` (ints), action an int guess;
+- ``agentenv/Coding-v0``: :class:`CodingGymEnv` over ``agentenv.envs.coding.CodingEnv``;
+  observation ``{"prompt", "entry_point", "task_name"}``, action the policy's raw text;
+- ``agentenv/MultiTurnCoding-v0``: :class:`MultiTurnCodingGymEnv` over
+  ``agentenv.envs.multiturn.MultiTurnCodingEnv``; the same text fields plus ``feedback``,
+  ``turn`` and ``turns_left``.
 
 Keyword arguments to ``gymnasium.make`` go to the wrapped environment (``tasks=`` may also be a
 task-set name such as ``"mbpp"``), except the adapter's own: ``max_text_length``,
@@ -36,7 +36,9 @@ What the adapter adds to the native ``reset()/step()`` contract:
   requires equal infos for equal seeds and actions; they stay in
   ``env.unwrapped.env.trajectory``.
 
-Not here: vectorisation (use Gymnasium's own), or training code.
+Vectorisation is Gymnasium's own: ``gymnasium.make_vec(id, num_envs, vectorization_mode="sync")``
+works as is; the "async" mode needs ``vector_kwargs={"shared_memory": False}``, since text
+cannot live in shared memory. Not here: training code.
 """
 
 from __future__ import annotations
@@ -327,7 +329,8 @@ class CodingGymEnv(_CodingAdapter):
     """``CodingEnv`` as a Gymnasium env: one step per episode (a contextual bandit).
 
     Observation: ``{"prompt", "entry_point", "task_name"}``, all :class:`UnicodeText`; the
-    observation after the step is the same task (the episode has ended). Action: the policy's
+    observation after the step is the same task (the episode has ended). ``info["messages"]``
+    at reset is the opening chat (system + task) to send to a chat model. Action: the policy's
     raw text. Every episode terminates after one step.
     """
 
@@ -350,7 +353,10 @@ class CodingGymEnv(_CodingAdapter):
         native = self.env.reset(task_index=index)
         self._obs = self._fits({f: native[f] for f in self._TEXT_FIELDS})
         self._last = None
-        return dict(self._obs), self._task_info(self.tasks[index])
+        info = self._task_info(self.tasks[index])
+        if "messages" in native:  # the opening chat, as for the multi-turn env
+            info["messages"] = _plain(native["messages"])
+        return dict(self._obs), info
 
     def step(self, action: str) -> tuple[dict[str, Any], SupportsFloat, bool, bool, dict[str, Any]]:
         _, reward, done, info = self.env.step(self._check_action(action))

@@ -73,7 +73,7 @@ def test_the_module_prefixed_id_imports_the_adapter_in_a_fresh_interpreter() -> 
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "['entry_point', 'prompt', 'task_name']"
+    assert out.stdout.strip().splitlines()[-1] == "['entry_point', 'prompt', 'task_name']"
 
 
 def test_importing_twice_does_not_reregister() -> None:
@@ -176,6 +176,8 @@ def test_coding_episode_is_one_step_and_scores_the_hidden_checks() -> None:
     obs, info = env.reset(options={"task_name": "negate"})
     assert obs == {"prompt": NEG.prompt, "entry_point": "negate", "task_name": "negate"}
     assert info["task_name"] == "negate"
+    assert [m["role"] for m in info["messages"]] == ["system", "user"]
+    assert NEG.prompt in info["messages"][-1]["content"]
     obs2, reward, terminated, truncated, info = env.step(SOLUTIONS["negate"])
     assert (reward, terminated, truncated) == (1.0, True, False)
     assert obs2 == obs and obs2 in env.observation_space
@@ -237,6 +239,18 @@ def test_coding_render_ansi_shows_the_task_and_the_result() -> None:
     assert "task add" in env.render()
     env.step(SOLUTIONS["add"])
     assert "passed 2/2" in env.render()
+
+
+def test_coding_envs_vectorise_with_gymnasium_make_vec() -> None:
+    """A sync vector env batches text observations as tuples and steps every copy."""
+    envs = gymnasium.make_vec("agentenv/Coding-v0", num_envs=2, vectorization_mode="sync",
+                              tasks=TASKS)
+    obs, _ = envs.reset(seed=0)
+    assert len(obs["task_name"]) == 2
+    actions = [SOLUTIONS[name] for name in obs["task_name"]]
+    _, rewards, terminated, truncated, _ = envs.step(actions)
+    assert list(rewards) == [1.0, 1.0] and all(terminated) and not any(truncated)
+    envs.close()
 
 
 # -- MultiTurnCoding-v0 ------------------------------------------------------------------------

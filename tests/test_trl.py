@@ -84,6 +84,15 @@ def test_records_carry_a_conversational_prompt_and_every_column_the_reward_needs
     assert rows[2]["difficulty"] == "medium"
 
 
+def test_record_prompts_are_the_messages_coding_env_shows_its_policy() -> None:
+    """Training through TRL and rolling out CodingEnv condition the policy on the same chat."""
+    from agentenv.envs.coding import CodingEnv
+
+    env = CodingEnv(tasks=TASKS)
+    for index, row in enumerate(to_records(TASKS)):
+        assert row["prompt"] == env.reset(task_index=index)["messages"]
+
+
 def test_records_never_show_hidden_checks_in_the_prompt() -> None:
     """The prompt column holds the task text only; hidden asserts stay in the checks column."""
     for row in to_records(TASKS):
@@ -275,3 +284,14 @@ def test_to_hf_dataset_without_datasets_says_which_extra_to_install(monkeypatch:
     with pytest.raises(MissingDependency, match=r'pip install "agentenv\[hf\]"'):
         to_hf_dataset(TASKS)
     assert to_records(TASKS)  # the records need no third-party package
+
+
+def test_every_builtin_reference_solution_earns_full_reward_in_one_batch() -> None:
+    """The builtin tasks' references, scored as one TRL batch, all earn 1.0."""
+    from agentenv import TASKS
+
+    rows = to_records(TASKS)
+    completions = [[{"role": "assistant", "content": f"```python\n{t.reference_solution}\n```"}]
+                   for t in TASKS]
+    rewards = trl_call(code_reward, rows, completions)
+    assert {t.name: r for t, r in zip(TASKS, rewards, strict=True) if r != 1.0} == {}

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -255,6 +256,8 @@ def _submissions(completions: Sequence[Any] | None,
             continue
         entry = entry_points[i] if isinstance(entry_points[i], str) and entry_points[i] else None
         tolerance = tolerances[i]
+        if tolerance is not None and math.isnan(float(tolerance)):  # a null that pandas made NaN
+            tolerance = None
         out.append(_Submission(
             code=extract_code(completion_text(completion), entry),
             checks=checks,
@@ -298,6 +301,14 @@ def _log(outcomes: list[str], name: str, columns: Mapping[str, Any]) -> None:
         log_extra(f"{name}/outcome", outcomes)
 
 
+def _plan_batch(subs: list[_Submission | None]
+                ) -> tuple[dict[_Submission, RunResult], list[_Submission]]:
+    """Results known without running (no code), and the distinct submissions left to run."""
+    unique = list(dict.fromkeys(s for s in subs if s is not None))
+    results = {s: _no_code(s.checks) for s in unique if not s.code.strip()}
+    return results, [s for s in unique if s not in results]
+
+
 def _default_workers() -> int:
     # Sandbox runs spend their time waiting on a child process, so a few per core keep the CPUs busy.
     return min(32, 4 * (os.cpu_count() or 1))
@@ -329,9 +340,7 @@ def make_code_reward(*, reward: str | RewardFn = "dense", timeout: float = DEFAU
     def run_batch(subs: list[_Submission | None]) -> dict[_Submission, RunResult]:
         from agentenv.sandbox import run_tests
 
-        unique = list(dict.fromkeys(s for s in subs if s is not None))
-        results = {s: _no_code(s.checks) for s in unique if not s.code.strip()}
-        todo = [s for s in unique if s not in results]
+        results, todo = _plan_batch(subs)
 
         def run(sub: _Submission) -> RunResult:
             return run_tests(sub.code, list(sub.checks), timeout=timeout, setup_code=sub.setup_code,
@@ -348,9 +357,7 @@ def make_code_reward(*, reward: str | RewardFn = "dense", timeout: float = DEFAU
     async def arun_batch(subs: list[_Submission | None]) -> dict[_Submission, RunResult]:
         from agentenv.sandbox import arun_tests
 
-        unique = list(dict.fromkeys(s for s in subs if s is not None))
-        results = {s: _no_code(s.checks) for s in unique if not s.code.strip()}
-        todo = [s for s in unique if s not in results]
+        results, todo = _plan_batch(subs)
         gate = asyncio.Semaphore(workers)
 
         async def run(sub: _Submission) -> RunResult:
