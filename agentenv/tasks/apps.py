@@ -6,7 +6,8 @@ The APPS layout (also TACO's): ``question``, ``solutions`` (a JSON list of Pytho
 ``public_tests``/``private_tests``/``generated_tests`` as ``{input, output}`` lists,
 ``solutions`` as ``{language, solution}``) is read too.
 
-Mapping, one task per problem:
+Mapping, one task per problem, named ``apps/<problem_id>`` (``apps/<split>/<problem_id>`` when
+the split is known) or ``code_contests/<name>``:
 
 - without ``fn_name`` every test is a :class:`StdioCase` (inputs or outputs stored as lists of
   lines are joined with newlines) and the entry point is the program itself;
@@ -140,7 +141,8 @@ def task_from_record(record: Mapping[str, Any], *, where: str = "<record>", inde
     """Map one APPS/TACO/CodeContests record to a Task; raises _Skip when it has no tests."""
     ident = next((record[k] for k in ("problem_id", "id", "name") if record.get(k) not in (None, "")),
                  index)
-    name = f"apps/{split}/{ident}" if split else f"apps/{ident}"
+    source = "apps" if "input_output" in record else "code_contests"
+    name = f"{source}/{split}/{ident}" if split else f"{source}/{ident}"
     ctx: dict[str, Any] = {"path": where, "task": name}
     statement = record.get("question", record.get("description"))
     if not isinstance(statement, str) or not statement.strip():
@@ -211,7 +213,7 @@ def task_from_record(record: Mapping[str, Any], *, where: str = "<record>", inde
         reference_solution=_first_solution(solutions),
         difficulty=difficulty,
         tags=tags,
-        source="apps",
+        source=source,
         float_tolerance=FLOAT_TOLERANCE if floats else None,
         metadata=metadata,
     )

@@ -244,7 +244,7 @@ def hub_reachable(timeout: float = PROBE_TIMEOUT) -> bool:
 
 def _unavailable(what: str, how_local: str, reason: str) -> DatasetUnavailable:
     return DatasetUnavailable(
-        f"cannot load {what}: {reason}. Supply a local copy instead: {how_local}. "
+        f"cannot load {what}: {reason.rstrip('. ')}. Supply a local copy instead: {how_local}. "
         f"If you downloaded it with Hugging Face tools before, set HF_HUB_OFFLINE=1 to use "
         f"that cache."
     )

@@ -20,6 +20,9 @@ HumanEval-style ``def check(candidate)`` becomes the one check ``check(<entry_po
 programs checked only through stdin/stdout get :data:`STDIO_ENTRY_POINT`. Difficulty labels
 go through :func:`agentenv.tasks.filters.normalize_difficulty`.
 
+Benchmark files given without a mapping are recognised by their first record and handed to
+their loader (:func:`sniff_layout`): ``load_tasks("mbpp.jsonl")`` is MBPP, and so on.
+
 Hub datasets: ``load(dataset="owner/name", split="test", map=...)`` (the ``hf`` extra).
 """
 
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import importlib
 import json
 import os
 from collections import Counter
@@ -48,6 +52,7 @@ __all__ = [
     "load",
     "parse_mapping",
     "parse_tags",
+    "sniff_layout",
     "split_test_code",
     "tasks_from_rows",
 ]
@@ -306,6 +311,12 @@ def parse_tags(value: Any, where: dict[str, Any]) -> tuple[str, ...]:
                           f"{type(value).__name__}", field="tags", **where)
 
 
+def _located(exc: TaskFormatError, *, path: str, task: str | None = None) -> TaskFormatError:
+    """The same error with the file (and task) it came from filled in."""
+    detail = getattr(exc, "detail", None) or str(exc)
+    return TaskFormatError(detail, path=path, task=exc.task or task, field=exc.field)
+
+
 def _mapped_task(row: Row, mapping: Mapping[str, str], *, index: int, source: str) -> Task:
     record = row.data
     where: dict[str, Any] = {"path": row.where}
@@ -314,10 +325,10 @@ def _mapped_task(row: Row, mapping: Mapping[str, str], *, index: int, source: st
         key = mapping.get(target, target)
         value = _lookup(record, key)
         if value is _MISSING:
-            if target in mapping:
+            if target in mapping and target in ("prompt", "checks"):
                 raise TaskFormatError(f"mapped to record field {key!r}, which this record lacks "
                                       f"(it has {sorted(record)[:12]})", field=target, **where)
-            return None
+            return None  # optional fields may be absent from some records
         return value
 
     ident = get("name")
@@ -335,7 +346,7 @@ def _mapped_task(row: Row, mapping: Mapping[str, str], *, index: int, source: st
         checks, setup_from_checks = coerce_checks(get("checks"), field_name="checks")
         visible, setup_from_visible = coerce_checks(get("visible_checks"), field_name="visible_checks")
     except TaskFormatError as exc:
-        raise TaskFormatError(str(exc), **where) from None
+        raise _located(exc, **where) from None
     reference = get("reference_solution")
     if reference is not None and not isinstance(reference, str):
         raise TaskFormatError("must be a string of Python source", field="reference_solution", **where)
@@ -368,11 +379,14 @@ def _mapped_task(row: Row, mapping: Mapping[str, str], *, index: int, source: st
     for target, key in mapping.items():
         if target.startswith("metadata."):
             value = _lookup(record, key)
-            if value is _MISSING:
-                raise TaskFormatError(f"mapped to record field {key!r}, which this record lacks",
-                                      field=target, **where)
-            metadata[target[len("metadata."):]] = value
+            if value is not _MISSING:
+                metadata[target[len("metadata."):]] = value
     tolerance = get("float_tolerance")
+    try:
+        tolerance = float(tolerance) if tolerance is not None else None
+    except (TypeError, ValueError):
+        raise TaskFormatError(f"must be a number, got {tolerance!r:.40}", field="float_tolerance",
+                              **where) from None
     try:
         return Task(
             name=name,
@@ -385,11 +399,11 @@ def _mapped_task(row: Row, mapping: Mapping[str, str], *, index: int, source: st
             tags=parse_tags(get("tags"), where),
             source=str(get("source") or source),
             setup_code=setup_code,
-            float_tolerance=float(tolerance) if tolerance is not None else None,
+            float_tolerance=tolerance,
             metadata=metadata,
         )
     except TaskFormatError as exc:
-        raise TaskFormatError(str(exc), path=where["path"]) from None
+        raise _located(exc, path=where["path"]) from None
 
 
 def tasks_from_rows(rows: Iterable[Row], mapping: Mapping[str, str] | None = None, *,
@@ -406,8 +420,7 @@ def tasks_from_rows(rows: Iterable[Row], mapping: Mapping[str, str] | None = Non
         elif not mapping and not {"prompt"} & set(row.data):
             raise TaskFormatError(
                 f"{row.unit} {row.position} has fields {sorted(row.data)[:12]}, not agentenv task "
-                f"fields; pass a mapping, e.g. map='prompt=question,checks=tests' "
-                f"(CLI: --map prompt=question,checks=tests)", path=row.origin)
+                f"fields; pass a mapping, e.g. map='prompt=question,checks=tests'", path=row.origin)
         else:
             task = _mapped_task(row, mapping or {}, index=index, source=source)
         where = row.where
@@ -418,6 +431,33 @@ def tasks_from_rows(rows: Iterable[Row], mapping: Mapping[str, str] | None = Non
         seen[task.name] = where
         tasks.append(task)
     return tasks
+
+
+def sniff_layout(path: str | os.PathLike[str]) -> str | None:
+    """The benchmark loader whose layout the first record of ``path`` has, if any.
+
+    "mbpp" (``task_id``, ``test_list``, ``text``/``prompt``), "livecodebench"
+    (``question_content``, ``public_test_cases``), "apps" (``input_output`` with ``question``,
+    or CodeContests' ``description`` with ``public_tests``); None for task records and other
+    data. This is what lets ``load_tasks("mbpp.jsonl")`` and ``agentenv tasks validate FILE``
+    read a benchmark file without naming the benchmark.
+    """
+    try:
+        first = next(iter(read_rows(path)), None)
+    except (TaskFormatError, DatasetUnavailable):
+        return None  # the generic path reports the problem with its own context
+    if first is None:
+        return None
+    keys = set(first.data)
+    if _is_task_record(first.data):
+        return None
+    if {"task_id", "test_list"} <= keys and keys & {"text", "prompt"}:
+        return "mbpp"
+    if {"question_content", "public_test_cases"} <= keys:
+        return "livecodebench"
+    if ("input_output" in keys and "question" in keys) or {"description", "public_tests"} <= keys:
+        return "apps"
+    return None
 
 
 def load(path: str | os.PathLike[str] | None = None, *, map: str | Mapping[str, str] | None = None,
@@ -436,14 +476,19 @@ def load(path: str | os.PathLike[str] | None = None, *, map: str | Mapping[str, 
         local = Path(path).expanduser()
         if not local.exists():
             raise DatasetUnavailable(f"no such file or directory: {str(local)!r}")
+        if not mapping:
+            benchmark = sniff_layout(local)
+            if benchmark is not None:
+                module = importlib.import_module(f"agentenv.tasks.{benchmark}")
+                tasks: list[Task] = module.load(path=local)
+                return tasks
         label = source or local.name.split(".")[0]
         rows: Iterable[Row] = read_rows(local)
     elif dataset is not None:
         label = source or dataset.rsplit("/", 1)[-1]
         rows = load_hub_rows(dataset, config=config, splits=[split] if split else None,
                              what=f"the Hub dataset {dataset!r}",
-                             how_local="download its files and pass path=FILE_OR_DIR "
-                                       "(CLI: --tasks FILE.jsonl --map ...)")
+                             how_local="download its files and pass path=FILE_OR_DIR")
     else:
         raise ConfigError("the jsonl loader needs path= (a .jsonl/.json/.parquet file or folder) "
                           "or dataset= (a Hugging Face dataset id)")

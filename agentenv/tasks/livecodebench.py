@@ -44,7 +44,7 @@ import os
 import pickle
 import re
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from agentenv.errors import ConfigError, DatasetUnavailable, TaskFormatError
@@ -371,10 +371,12 @@ def _rows(path: str | os.PathLike[str] | None, version: str | None,
             return read_rows(local, files=release_files(version or "release_latest", available))
         return read_rows(local)
     tag = version or "release_latest"
-    release_files(tag, [_file_name(n) for n in range(1, 100)])  # reject a bad tag before any I/O
-    files = download_hub_files(
-        HUB_REPO, lambda listing: release_files(tag, listing),
-        what=f"LiveCodeBench ({HUB_REPO}, {tag})", how_local=_HOW_LOCAL, revision=revision)
+    named = release_files(tag, [_file_name(n) for n in range(1, 100)])  # rejects a bad tag early
+    wanted: list[str] | Callable[[list[str]], list[str]] = named
+    if tag.strip().lower() in ("release_latest", "latest", "all"):  # only the listing knows
+        wanted = lambda listing: release_files(tag, listing)  # noqa: E731
+    files = download_hub_files(HUB_REPO, wanted, what=f"LiveCodeBench ({HUB_REPO}, {tag})",
+                               how_local=_HOW_LOCAL, revision=revision)
     return (row for file in files for row in read_rows(file))
 
 
