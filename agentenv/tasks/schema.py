@@ -187,5 +187,6 @@ class Task:
             return cls(**kwargs)
         except TaskFormatError as exc:
             if path is not None and exc.path is None:
-                raise TaskFormatError(str(exc), path=path) from None
+                raise TaskFormatError(exc.detail, path=path, task=exc.task,
+                                      field=exc.field) from None
             raise
