@@ -68,7 +68,7 @@ def turn_rewards(trajectory: Trajectory, scheme: str = "final_only", gamma: floa
         return [0.0] * (len(dense) - 1) + [dense[-1]]
     if scheme == "improvement":
         previous = [0.0, *dense[:-1]]
-        return [gamma * r - p for r, p in zip(dense, previous)]
+        return [gamma * r - p for r, p in zip(dense, previous, strict=True)]
     return list(dense)  # per_turn and discounted reward every turn with its dense score
 
 
@@ -142,7 +142,8 @@ def group_advantages(trajectories: Sequence[Trajectory], *, scheme: str = "final
     returns = [episode_return(t, scheme, gamma) for t in trajectories]
     advantages = [0.0] * len(trajectories)
     for positions in group_by_task(trajectories, key).values():
-        for pos, value in zip(positions, _normalise([returns[p] for p in positions], scale, eps)):
+        for pos, value in zip(positions, _normalise([returns[p] for p in positions], scale, eps),
+                              strict=True):
             advantages[pos] = value
     return advantages
 
@@ -162,7 +163,7 @@ def turn_advantages(trajectories: Sequence[Trajectory], *, scheme: str = "improv
         if not flat:
             continue
         normalised = _normalise([rewards[p][t] for p, t in flat], scale, eps)
-        normed: dict[tuple[int, int], float] = dict(zip(flat, normalised))
+        normed: dict[tuple[int, int], float] = dict(zip(flat, normalised, strict=True))
         for p in positions:
             running = 0.0
             for t in range(len(rewards[p]) - 1, -1, -1):

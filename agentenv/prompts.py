@@ -28,6 +28,7 @@ Which failures to show (all or visible only) and secret redaction are the env's 
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
@@ -95,6 +96,38 @@ def _example(check: Check) -> _Example:
     return _Example(kind="python", code=check)
 
 
+@functools.lru_cache(maxsize=64)
+def _environment(search: tuple[str, ...]) -> jinja2.Environment:
+    """One Jinja environment per search path (user folder first, then the packaged one)."""
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(list(search)),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=False,
+        auto_reload=False,
+    )
+
+
+# Compiled templates by (environment, file, source): building an env per episode stays cheap,
+# and an edited file (new source) is compiled afresh.
+_COMPILED: dict[tuple[int, str, str], tuple[jinja2.Template, frozenset[str]]] = {}
+
+
+def _compile(env: jinja2.Environment, filename: str, path: str, source: str
+             ) -> tuple[jinja2.Template, frozenset[str]]:
+    """The template for ``source`` and the variables it reads without defining them."""
+    key = (id(env), path, source)
+    cached = _COMPILED.get(key)
+    if cached is None:
+        code = env.compile(source, name=filename, filename=path)
+        template = env.template_class.from_code(env, code, env.make_globals(None))
+        declared = frozenset(jinja2.meta.find_undeclared_variables(env.parse(source)))
+        cached = _COMPILED.setdefault(key, (template, declared))
+    return cached
+
+
 _UNDEFINED_NAME = re.compile(r"'([^']+)' is undefined|has no attribute '([^']+)'")
 
 
@@ -122,15 +155,7 @@ class Prompts:
                 )
             search.insert(0, str(self.prompts_dir))
             self._warn_unknown_files()
-        self._env = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(search),
-            undefined=jinja2.StrictUndefined,
-            autoescape=False,
-            trim_blocks=True,
-            lstrip_blocks=True,
-            keep_trailing_newline=False,
-            auto_reload=False,
-        )
+        self._env = _environment(tuple(search))
         self._templates: dict[str, jinja2.Template] = {}
         self._files: dict[str, str] = {}
         ids: dict[str, str] = {}
@@ -167,8 +192,7 @@ class Prompts:
             ) from None
         where = path or filename
         try:
-            template = self._env.get_template(filename)
-            declared = jinja2.meta.find_undeclared_variables(self._env.parse(source))
+            template, declared = _compile(self._env, filename, where, source)
         except jinja2.TemplateSyntaxError as exc:
             raise TemplateError(
                 f"template {filename} ({where}, line {exc.lineno}) has a syntax error: {exc.message}"

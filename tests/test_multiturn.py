@@ -335,14 +335,34 @@ def test_astep_gives_the_same_episode_as_step() -> None:
 
 def test_overlapping_asteps_on_one_env_are_refused() -> None:
     """A second astep() while the first is grading raises EnvStateError; the first completes."""
-    async def both() -> list[Any]:
+    async def both() -> tuple[Any, Any]:
         env = MultiTurnCodingEnv(tasks=[ADD4], max_turns=3)
         env.reset()
-        return await asyncio.gather(env.astep(WRONG), env.astep(WRONG), return_exceptions=True)
+        first, second = await asyncio.gather(env.astep(WRONG), env.astep(WRONG),
+                                             return_exceptions=True)
+        return first, second
 
     first, second = asyncio.run(both())
     assert isinstance(first, tuple) and first[1] == 0.0
     assert isinstance(second, EnvStateError) and "being graded" in str(second)
+
+
+def test_reset_while_a_step_is_being_graded_is_refused() -> None:
+    """reset() during a pending astep() raises EnvStateError; the step still completes."""
+    async def race() -> tuple[Any, Any]:
+        env = MultiTurnCodingEnv(tasks=[ADD4], max_turns=3)
+        env.reset()
+
+        async def reset_soon() -> None:
+            await asyncio.sleep(0)
+            env.reset()
+
+        stepped, reset = await asyncio.gather(env.astep(RIGHT), reset_soon(), return_exceptions=True)
+        return stepped, reset
+
+    stepped, reset = asyncio.run(race())
+    assert isinstance(stepped, tuple) and stepped[3]["stop_reason"] == "solved"
+    assert isinstance(reset, EnvStateError) and "being graded" in str(reset)
 
 
 class FlakyGrader:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agentenv.envs.scoring import Scored, ascore, score
+from agentenv.envs.scoring import Grader, SandboxGrader, Scored
 from agentenv.errors import ConfigError, EnvStateError
 from agentenv.extract import extract_code
 from agentenv.prompts import Prompts
@@ -42,7 +42,8 @@ class CodingEnv:
 
     def __init__(self, tasks: Sequence[Task] = TASKS, timeout: float = 5.0, seed: int | None = None,
                  *, reward_fn: RewardFn = dense_reward, isolation: str | None = None,
-                 prompts_dir: str | Path | None = None, tokenizer: Tokenizer | str | None = None) -> None:
+                 prompts_dir: str | Path | None = None, tokenizer: Tokenizer | str | None = None,
+                 grader: Grader | None = None) -> None:
         self.tasks = list(tasks)
         if not self.tasks:
             raise ConfigError("CodingEnv needs at least one task; pass tasks=load_tasks(...)")
@@ -52,6 +53,7 @@ class CodingEnv:
         self.seed = seed
         self.reward_fn = reward_fn
         self.isolation = isolation
+        self.grader: Grader = grader if grader is not None else SandboxGrader(isolation)
         self.prompts = Prompts(prompts_dir)
         self.counter = TokenCounter(tokenizer)
         self._rng = random.Random(seed)
@@ -126,11 +128,11 @@ class CodingEnv:
     def step(self, action: str) -> tuple[dict[str, Any], float, bool, dict[str, Any]]:
         """Score a submission: extract code, run the hidden checks, return the reward."""
         task, code = self._begin_step(action)
-        scored = score(task, code, timeout=self.timeout, isolation=self.isolation)
+        scored = self.grader.score(task, code, timeout=self.timeout)
         return self._finish_step(task, action, code, scored)
 
     async def astep(self, action: str) -> tuple[dict[str, Any], float, bool, dict[str, Any]]:
         """Async twin of :meth:`step` (the sandbox run is awaited, not blocking the loop)."""
         task, code = self._begin_step(action)
-        scored = await ascore(task, code, timeout=self.timeout, isolation=self.isolation)
+        scored = await self.grader.ascore(task, code, timeout=self.timeout)
         return self._finish_step(task, action, code, scored)

@@ -15,13 +15,14 @@ It does no I/O besides logging and knows nothing of tasks, sandboxes or rewards:
 
 ::
 
-    IDLE ──reset──▶ AWAITING_SUBMISSION ──step──▶ GRADING ──▶ AWAITING_SUBMISSION  (not solved, room left)
-                          ▲                          │  ├──▶ SOLVED         (all hidden checks pass)
-                          │                          │  ├──▶ OUT_OF_TURNS   (max_turns used)
-                          └───────── reset ──────────┘  └──▶ OUT_OF_TOKENS  (next observation would not fit)
+    IDLE ──reset──▶ AWAITING_SUBMISSION ──step──▶ GRADING ─┬─▶ AWAITING_SUBMISSION  (not solved, room left)
+                                                            ├─▶ SOLVED              (all hidden checks pass)
+                                                            ├─▶ OUT_OF_TURNS        (max_turns graded)
+                                                            └─▶ OUT_OF_TOKENS       (next observation would not fit)
 
-``reset`` is legal from every state but GRADING; a grading that raises (an infrastructure fault)
-returns to AWAITING_SUBMISSION so the same turn can be retried.
+``reset`` (to AWAITING_SUBMISSION) is legal from every state but GRADING. A grading that raises
+(an infrastructure fault, a cancelled await) returns to AWAITING_SUBMISSION with the turn's
+messages undone, so the same turn can be retried.
 """
 
 from __future__ import annotations

@@ -32,14 +32,14 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from agentenv.envs.conversation import (
     STOP_REASON_OF,
     Conversation,
     ConversationState,
 )
-from agentenv.envs.scoring import Scored
+from agentenv.envs.scoring import Grader, SandboxGrader, Scored
 from agentenv.errors import ConfigError
 from agentenv.extract import extract_code
 from agentenv.prompts import Prompts
@@ -58,34 +58,6 @@ MIN_FEEDBACK_TOKENS = 16
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
 _MIN_SECRET_LENGTH = 8
 REDACTED = "[redacted]"
-
-
-class Grader(Protocol):
-    """Grades one submission of a task: hidden checks (and visible ones when the task has any).
-
-    ``agentenv.envs.scoring.score``/``ascore`` define the result; the sandbox is the default.
-    """
-
-    def score(self, task: Task, code: str, *, timeout: float) -> Scored: ...
-
-    async def ascore(self, task: Task, code: str, *, timeout: float) -> Scored: ...
-
-
-class SandboxGrader:
-    """The default grader: one sandbox run per submission, at the given isolation level."""
-
-    def __init__(self, isolation: str | None = None) -> None:
-        self.isolation = isolation
-
-    def score(self, task: Task, code: str, *, timeout: float) -> Scored:
-        from agentenv.envs.scoring import score
-
-        return score(task, code, timeout=timeout, isolation=self.isolation)
-
-    async def ascore(self, task: Task, code: str, *, timeout: float) -> Scored:
-        from agentenv.envs.scoring import ascore
-
-        return await ascore(task, code, timeout=timeout, isolation=self.isolation)
 
 
 def secret_values(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
@@ -170,6 +142,11 @@ class _MultiTurnLogic:
     def state(self) -> ConversationState:
         """Where the episode is (see :class:`ConversationState`)."""
         return self._conversation.state
+
+    @property
+    def episodes(self) -> int:
+        """Episodes started since construction (never goes backwards)."""
+        return self._conversation.episodes
 
     @property
     def token_budget(self) -> int | None:
@@ -374,8 +351,12 @@ class MultiTurnCodingEnv(_MultiTurnLogic):
             obs, reward, done, info = env.step(policy(obs))
 
     The observation has ``prompt``, ``entry_point``, ``task_name``, ``messages`` (the whole
-    conversation in OpenAI chat format), ``feedback`` (the latest feedback text), ``turn``,
-    ``turns_left``, ``max_turns``, ``tokens_used`` and ``tokens_left`` (None without a budget).
+    conversation in OpenAI chat format), ``feedback`` (the latest feedback text), ``turn`` (the
+    1-based turn it asks for; after the end, the last turn played), ``turns_left`` (submissions
+    still allowed), ``max_turns``, ``tokens_used`` and ``tokens_left`` (None without a budget).
+    Feedback is appended to ``messages`` only while the episode goes on; the final verdict is
+    in ``feedback`` and the turn record. A submission is always graded, even one that overruns
+    the budget; the budget is checked for the observation that would follow it.
     The reward of each step is that turn's score (``reward_fn``, dense by default). ``info``
     carries ``terminated``, ``truncated`` and ``stop_reason``. ``env.state`` is the conversation
     state; ``env.trajectory`` the episode's :class:`Trajectory` of :class:`TurnRecord`.

@@ -3,19 +3,21 @@
 Both environments need the same thing per step: the hidden checks' result (reward and
 termination) and, when the task has visible checks, their result too (feedback, and picking a
 candidate by visible tests). Running them as one sandbox call costs one process, not two; the
-checks shared by both lists run once. ``score``/``ascore`` are the sync and async twins.
+checks shared by both lists run once. ``score``/``ascore`` are the sync and async twins;
+``Grader`` is the seam both environments grade through (``SandboxGrader`` by default).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from agentenv.sandbox import RunResult, arun_tests, run_tests
 from agentenv.sandbox.result import Failure
 from agentenv.tasks.schema import Check, Task
 
-__all__ = ["Scored", "ascore", "empty_result", "score"]
+__all__ = ["Grader", "SandboxGrader", "Scored", "ascore", "empty_result", "score"]
 
 
 @dataclass(frozen=True)
@@ -93,3 +95,27 @@ async def ascore(task: Task, code: str, *, timeout: float, isolation: str | None
     result = await arun_tests(code, combined, timeout=timeout, setup_code=task.setup_code,
                               float_tolerance=task.float_tolerance, isolation=isolation)
     return _split(task, combined, positions, result)
+
+
+class Grader(Protocol):
+    """Grades one submission of a task: hidden checks (and visible ones when the task has any).
+
+    The sandbox (:class:`SandboxGrader`) is the default; a stub grader measures env overhead alone.
+    """
+
+    def score(self, task: Task, code: str, *, timeout: float) -> Scored: ...
+
+    async def ascore(self, task: Task, code: str, *, timeout: float) -> Scored: ...
+
+
+class SandboxGrader:
+    """The default grader: one sandbox run per submission, at the given isolation level."""
+
+    def __init__(self, isolation: str | None = None) -> None:
+        self.isolation = isolation
+
+    def score(self, task: Task, code: str, *, timeout: float) -> Scored:
+        return score(task, code, timeout=timeout, isolation=self.isolation)
+
+    async def ascore(self, task: Task, code: str, *, timeout: float) -> Scored:
+        return await ascore(task, code, timeout=timeout, isolation=self.isolation)
