@@ -15,8 +15,10 @@ on the event loop itself; anything else synchronous is called in a worker thread
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 from collections.abc import Mapping
+from concurrent.futures import Executor
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = ["AsyncPolicy", "Observation", "Policy", "acall_policy", "policy_model", "policy_name"]
@@ -44,11 +46,12 @@ def _is_coroutine_callable(fn: Any) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
 
 
-async def acall_policy(policy: Any, obs: Observation) -> str:
+async def acall_policy(policy: Any, obs: Observation, executor: Executor | None = None) -> str:
     """Call any policy from async code without blocking the event loop.
 
     Order of preference: ``policy.acall``; an ``async def`` policy; a policy marked
-    ``blocking = False`` called inline; otherwise the sync call in a worker thread.
+    ``blocking = False`` called inline; otherwise the sync call in a worker thread of
+    ``executor`` (the loop's default executor when None).
     """
     acall = getattr(policy, "acall", None)
     if acall is not None:
@@ -57,7 +60,8 @@ async def acall_policy(policy: Any, obs: Observation) -> str:
         return await policy(obs)
     if getattr(policy, "blocking", True) is False:
         return policy(obs)
-    return await asyncio.to_thread(policy, obs)
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(executor, functools.partial(policy, obs))
 
 
 def policy_name(policy: Any) -> str:

@@ -8,6 +8,12 @@ backoff and jitter (honouring ``Retry-After``); everything else fails at once wi
 that says what to do. It returns a :class:`~agentenv.records.Completion` carrying the server's
 usage numbers and finish reason, which the environment writes into the turn record.
 
+Transports: the sync call always uses the official ``openai`` SDK. The async call uses the SDK
+too, except for plain ``http://`` base URLs no proxy applies to (a local or cluster inference
+server), where the lean asyncio client of :mod:`agentenv.policies._http` keeps client CPU per
+call small enough for dozens of calls in flight (``transport="auto"``, the default; force one
+with ``"sdk"`` or ``"lean"``).
+
 ``openai_policy(obs, model="gpt-4o", temperature=0.2)`` is the walk-through's one-line form.
 Credentials: ``api_key`` or ``OPENAI_API_KEY``; ``base_url`` or ``OPENAI_BASE_URL``. A local
 server needs no key. Not here: streaming, tool calls.
@@ -23,15 +29,22 @@ import random
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
 from agentenv.errors import ConfigError, PolicyCallError, PolicyError
+from agentenv.policies._http import (
+    HTTPStatusFailure,
+    LeanHTTPClient,
+    TransportFailure,
+    proxy_applies,
+)
 from agentenv.policies.base import Observation
 from agentenv.records import Completion
 
-__all__ = ["DEFAULT_SYSTEM_PROMPT", "OpenAIPolicy", "build_messages", "openai_policy"]
+__all__ = ["DEFAULT_SYSTEM_PROMPT", "TRANSPORTS", "OpenAIPolicy", "build_messages", "openai_policy"]
 
 log = structlog.get_logger()
 
@@ -39,6 +52,7 @@ DEFAULT_SYSTEM_PROMPT = (
     "You are an expert Python programmer. Solve the task. Answer with the complete solution "
     "in a single ```python code block."
 )
+TRANSPORTS = ("auto", "sdk", "lean")
 _NO_KEY_PLACEHOLDER = "not-needed"  # local OpenAI-compatible servers ignore the key
 _RETRY_STATUSES = frozenset({408, 409, 429})
 
@@ -60,6 +74,43 @@ def build_messages(obs: Observation, system_prompt: str = DEFAULT_SYSTEM_PROMPT)
     return [{"role": "system", "content": system_prompt}, {"role": "user", "content": prompt}]
 
 
+@dataclass(frozen=True)
+class _Failure:
+    """One failed call, whichever transport made it: what the retry rule and messages need."""
+
+    kind: str                  # "status" | "timeout" | "connection" | "other"
+    message: str
+    status: int | None = None
+    retry_after: str | None = None
+
+    @property
+    def retryable(self) -> bool:
+        if self.kind in ("timeout", "connection"):
+            return True
+        return self.kind == "status" and self.status is not None and (
+            self.status in _RETRY_STATUSES or self.status >= 500)
+
+
+def _failure(exc: BaseException) -> _Failure | None:
+    """Normalise a transport exception; None for exceptions that are not call failures."""
+    import openai
+
+    if isinstance(exc, HTTPStatusFailure):
+        return _Failure("status", exc.message, exc.status, exc.retry_after)
+    if isinstance(exc, TransportFailure):
+        return _Failure("timeout" if exc.timeout else "connection", str(exc))
+    if isinstance(exc, openai.APITimeoutError):
+        return _Failure("timeout", str(exc))
+    if isinstance(exc, openai.APIConnectionError):
+        return _Failure("connection", str(exc))
+    if isinstance(exc, openai.APIStatusError):
+        retry_after = exc.response.headers.get("retry-after") if exc.response is not None else None
+        return _Failure("status", exc.message, exc.status_code, retry_after)
+    if isinstance(exc, openai.OpenAIError):
+        return _Failure("other", f"{type(exc).__name__}: {exc}")
+    return None
+
+
 class OpenAIPolicy:
     """A chat model behind an OpenAI-compatible endpoint, as a policy (sync and async).
 
@@ -68,6 +119,7 @@ class OpenAIPolicy:
     ``max_retries`` retries transient failures with backoff ``backoff * 2**attempt`` seconds
     (capped at ``max_backoff``, with jitter). ``timeout`` bounds each request.
     ``extra_body`` is merged into every request (for server-specific options).
+    ``transport`` picks the async HTTP client (see the module docstring).
     """
 
     name = "openai"
@@ -77,15 +129,17 @@ class OpenAIPolicy:
                  seed: int | None = None, timeout: float = 60.0, max_retries: int = 5,
                  backoff: float = 1.0, max_backoff: float = 30.0,
                  system_prompt: str = DEFAULT_SYSTEM_PROMPT,
-                 extra_body: Mapping[str, Any] | None = None) -> None:
+                 extra_body: Mapping[str, Any] | None = None, transport: str = "auto") -> None:
         if not isinstance(model, str) or not model.strip():
             raise ConfigError("OpenAIPolicy needs a model id, e.g. OpenAIPolicy('gpt-4o')")
         if max_retries < 0 or backoff < 0 or max_backoff < 0 or not timeout > 0:
             raise ConfigError("max_retries, backoff and max_backoff must be >= 0 and timeout > 0")
         if max_tokens is not None and max_tokens < 1:
             raise ConfigError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+        if transport not in TRANSPORTS:
+            raise ConfigError(f"transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
         self.model = model
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "").rstrip("/") or None
         key = api_key or os.environ.get("OPENAI_API_KEY") or None
         if key is None and self.base_url is None:
             raise PolicyError(
@@ -93,6 +147,13 @@ class OpenAIPolicy:
                 "api_key=...), or point base_url (CLI: --base-url) at an OpenAI-compatible server "
                 "such as vLLM, Ollama or llama.cpp, e.g. http://127.0.0.1:8000/v1"
             )
+        plain_http = self.base_url is not None and self.base_url.startswith("http://")
+        if transport == "lean" and not plain_http:
+            raise ConfigError("transport='lean' speaks plain HTTP only; give an http:// base_url "
+                              "or use transport='sdk'")
+        self.transport = transport
+        self._lean = transport == "lean" or (
+            transport == "auto" and plain_http and not proxy_applies(str(self.base_url)))
         self._api_key = key or _NO_KEY_PLACEHOLDER
         self.temperature = temperature
         self.max_tokens = max_tokens
@@ -127,9 +188,14 @@ class OpenAIPolicy:
         where = self.base_url or "api.openai.com"
         return f"OpenAIPolicy(model={self.model!r}, base_url={where!r}, temperature={self.temperature})"
 
+    @property
+    def async_transport(self) -> str:
+        """The HTTP client ``acall`` uses: "lean" or "sdk"."""
+        return "lean" if self._lean else "sdk"
+
     # -- requests ------------------------------------------------------------------------------
     def request(self, obs: Observation) -> dict[str, Any]:
-        """The keyword arguments of one chat-completions call for this observation."""
+        """The keyword arguments of one SDK chat-completions call for this observation."""
         kwargs: dict[str, Any] = {"model": self.model, "messages": build_messages(obs, self.system_prompt),
                                   "temperature": self.temperature}
         if self.max_tokens is not None:
@@ -142,12 +208,21 @@ class OpenAIPolicy:
             kwargs["extra_body"] = dict(self.extra_body)
         return kwargs
 
+    def request_body(self, obs: Observation) -> dict[str, Any]:
+        """The JSON body of the same call, as it goes on the wire."""
+        body = self.request(obs)
+        extra = body.pop("extra_body", {})
+        return {**body, **extra}
+
+    def _no_choices(self) -> PolicyCallError:
+        return PolicyCallError(f"the server at {self.base_url or 'api.openai.com'} answered with "
+                               f"no choices; check that it serves chat completions for model {self.model!r}")
+
     def _completion(self, response: Any) -> Completion:
+        """A Completion from the SDK's response object."""
         choices = getattr(response, "choices", None) or []
         if not choices:
-            raise PolicyCallError(f"the server at {self.base_url or 'api.openai.com'} answered with "
-                                  "no choices; check that it serves chat completions for "
-                                  f"model {self.model!r}")
+            raise self._no_choices()
         choice = choices[0]
         text = getattr(choice.message, "content", None) or ""
         usage = getattr(response, "usage", None)
@@ -157,53 +232,66 @@ class OpenAIPolicy:
                           "completion_tokens": int(getattr(usage, "completion_tokens", 0) or 0)}
         return Completion(text, usage=usage_dict, finish_reason=getattr(choice, "finish_reason", None))
 
-    # -- retries -------------------------------------------------------------------------------
-    def _retry_delay(self, attempt: int, exc: Exception) -> float | None:
-        """Seconds to wait before retrying after ``exc``, or None when it must not be retried."""
-        import openai
+    def _completion_from_json(self, data: Any) -> Completion:
+        """A Completion from the decoded JSON answer (the lean transport)."""
+        choices = data.get("choices") if isinstance(data, Mapping) else None
+        if not choices or not isinstance(choices[0], Mapping):
+            raise self._no_choices()
+        choice = choices[0]
+        message = choice.get("message")
+        if not isinstance(message, Mapping):
+            message = {}
+        usage = data.get("usage")
+        usage_dict = None
+        if isinstance(usage, Mapping):
+            usage_dict = {"prompt_tokens": int(usage.get("prompt_tokens") or 0),
+                          "completion_tokens": int(usage.get("completion_tokens") or 0)}
+        return Completion(str(message.get("content") or ""), usage=usage_dict,
+                          finish_reason=choice.get("finish_reason"))
 
-        if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
-            retryable = True
-        elif isinstance(exc, openai.APIStatusError):
-            retryable = exc.status_code in _RETRY_STATUSES or exc.status_code >= 500
-        else:
-            retryable = False
-        if not retryable or attempt >= self.max_retries:
+    # -- retries -------------------------------------------------------------------------------
+    def _retry_delay(self, attempt: int, failure: _Failure) -> float | None:
+        """Seconds to wait before retrying, or None when the failure must not be retried."""
+        if not failure.retryable or attempt >= self.max_retries:
             return None
         delay = min(self.max_backoff, self.backoff * (2 ** attempt)) * self._rng.uniform(0.5, 1.0)
-        response = getattr(exc, "response", None)
-        retry_after = response.headers.get("retry-after") if response is not None else None
-        if retry_after is not None:
+        if failure.retry_after is not None:
             with contextlib.suppress(ValueError):  # an HTTP date: keep our own backoff
-                delay = min(self.max_backoff, max(0.0, float(retry_after)))
+                delay = min(self.max_backoff, max(0.0, float(failure.retry_after)))
         return delay
 
-    def _final_error(self, exc: Exception, attempts: int) -> Exception:
+    def _final_error(self, failure: _Failure, attempts: int) -> PolicyError:
         """Turn the last failure into an agentenv error that says what to do."""
-        import openai
-
         where = self.base_url or "api.openai.com"
-        if isinstance(exc, openai.AuthenticationError):
+        if failure.status == 401:
             return PolicyError(f"the server at {where} rejected the API key (401); set a valid "
                                "OPENAI_API_KEY or pass api_key=...")
-        if isinstance(exc, openai.PermissionDeniedError):
+        if failure.status == 403:
             return PolicyError(f"the server at {where} denied access to model {self.model!r} (403); "
                                "check the key's permissions")
-        if isinstance(exc, openai.NotFoundError):
+        if failure.status == 404:
             return PolicyError(f"model {self.model!r} or the chat-completions route was not found at "
                                f"{where} (404); check --model and that --base-url ends in /v1")
-        if isinstance(exc, openai.APIConnectionError):
-            kind = "timed out" if isinstance(exc, openai.APITimeoutError) else "could not connect"
+        if failure.kind in ("timeout", "connection"):
+            kind = "timed out" if failure.kind == "timeout" else "could not connect or was cut off"
             return PolicyCallError(f"the request to {where} {kind} after {attempts} attempt(s); "
                                    "check that the server is up, or raise timeout/max_retries")
-        if isinstance(exc, openai.APIStatusError):
-            return PolicyCallError(f"the server at {where} answered {exc.status_code} after "
-                                   f"{attempts} attempt(s): {exc.message}")
-        return PolicyCallError(f"the call to {where} failed: {type(exc).__name__}: {exc}")
+        if failure.kind == "status":
+            return PolicyCallError(f"the server at {where} answered {failure.status} after "
+                                   f"{attempts} attempt(s): {failure.message}")
+        return PolicyCallError(f"the call to {where} failed: {failure.message}")
 
-    def _log_retry(self, attempt: int, delay: float, exc: Exception) -> None:
+    def _on_failure(self, exc: BaseException, attempt: int) -> float:
+        """The delay before the next attempt; raises the final error when there is none."""
+        failure = _failure(exc)
+        if failure is None:
+            raise exc
+        delay = self._retry_delay(attempt, failure)
+        if delay is None:
+            raise self._final_error(failure, attempt + 1) from exc
         log.warning("policy_retry", model=self.model, attempt=attempt + 1, delay=round(delay, 3),
-                    error=type(exc).__name__, status=getattr(exc, "status_code", None))
+                    error=failure.kind, status=failure.status)
+        return delay
 
     # -- sync ----------------------------------------------------------------------------------
     def _sync_client(self) -> Any:
@@ -217,20 +305,14 @@ class OpenAIPolicy:
 
     def __call__(self, obs: Observation) -> Completion:
         """Ask the model for the next answer (blocking)."""
-        import openai
-
         kwargs = self.request(obs)
         client = self._sync_client()
         attempt = 0
         while True:
             try:
                 return self._completion(client.chat.completions.create(**kwargs))
-            except openai.OpenAIError as exc:
-                delay = self._retry_delay(attempt, exc)
-                if delay is None:
-                    raise self._final_error(exc, attempt + 1) from exc
-                self._log_retry(attempt, delay, exc)
-                time.sleep(delay)
+            except Exception as exc:
+                time.sleep(self._on_failure(exc, attempt))
                 attempt += 1
 
     # -- async ---------------------------------------------------------------------------------
@@ -239,33 +321,38 @@ class OpenAIPolicy:
         loop = asyncio.get_running_loop()
         entry = self._async_clients.get(id(loop))
         if entry is None or entry[0] is not loop:
-            import openai
-
             for key, (old_loop, _) in list(self._async_clients.items()):
                 if old_loop.is_closed():
                     del self._async_clients[key]
-            client = openai.AsyncOpenAI(api_key=self._api_key, base_url=self.base_url,
-                                        timeout=self.timeout, max_retries=0)
+            client: Any
+            if self._lean:
+                assert self.base_url is not None
+                client = LeanHTTPClient(self.base_url, timeout=self.timeout, headers={
+                    "Authorization": f"Bearer {self._api_key}", "User-Agent": "agentenv"})
+            else:
+                import openai
+
+                client = openai.AsyncOpenAI(api_key=self._api_key, base_url=self.base_url,
+                                            timeout=self.timeout, max_retries=0)
             entry = (loop, client)
             self._async_clients[id(loop)] = entry
         return entry[1]
 
+    async def _acall_once(self, client: Any, obs: Observation) -> Completion:
+        if self._lean:
+            return self._completion_from_json(
+                await client.post_json("/chat/completions", self.request_body(obs)))
+        return self._completion(await client.chat.completions.create(**self.request(obs)))
+
     async def acall(self, obs: Observation) -> Completion:
         """Ask the model for the next answer without blocking the event loop."""
-        import openai
-
-        kwargs = self.request(obs)
         client = self._async_client()
         attempt = 0
         while True:
             try:
-                return self._completion(await client.chat.completions.create(**kwargs))
-            except openai.OpenAIError as exc:
-                delay = self._retry_delay(attempt, exc)
-                if delay is None:
-                    raise self._final_error(exc, attempt + 1) from exc
-                self._log_retry(attempt, delay, exc)
-                await asyncio.sleep(delay)
+                return await self._acall_once(client, obs)
+            except Exception as exc:
+                await asyncio.sleep(self._on_failure(exc, attempt))
                 attempt += 1
 
     async def aclose(self) -> None:
@@ -273,7 +360,8 @@ class OpenAIPolicy:
         loop = asyncio.get_running_loop()
         entry = self._async_clients.pop(id(loop), None)
         if entry is not None:
-            await entry[1].close()
+            client = entry[1]
+            await (client.aclose() if isinstance(client, LeanHTTPClient) else client.close())
 
     def close(self) -> None:
         """Close the sync client. The policy stays usable: a new client is made on demand."""

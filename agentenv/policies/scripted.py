@@ -91,10 +91,12 @@ class ScriptedPolicy:
     def __init__(self, tasks: Sequence[Task] | None = None,
                  scripts: Mapping[str, Sequence[str]] | None = None) -> None:
         self.tasks = _index(tasks)
-        self.scripts = {k: list(v) for k, v in (scripts or {}).items()}
-        for name, script in self.scripts.items():
-            if isinstance(script, str) or not all(isinstance(a, str) for a in script):
+        self.scripts: dict[str, list[str]] = {}
+        for name, script in (scripts or {}).items():
+            if isinstance(script, str) or not isinstance(script, Sequence) or \
+                    not all(isinstance(a, str) for a in script):
                 raise PolicyError(f"scripts[{name!r}] must be a list of code strings")
+            self.scripts[name] = list(script)
 
     def _task(self, obs: Observation) -> Task:
         name = obs.get("task_name")

@@ -13,8 +13,10 @@ from __future__ import annotations
 from agentenv.rollout.episode import arun_episode, run_episode
 from agentenv.rollout.plan import EpisodeSpec, RolloutConfig, episode_seed, make_env, plan_episodes
 from agentenv.rollout.runner import (
+    EnvFactory,
+    EnvPool,
     EpisodeError,
-    LocalExecutor,
+    LocalBackend,
     RolloutResult,
     arun_rollouts,
     run_rollouts,
@@ -32,9 +34,11 @@ __all__ = [
     "CONFIG_FILE",
     "SUMMARY_FILE",
     "TRAJECTORIES_FILE",
+    "EnvFactory",
+    "EnvPool",
     "EpisodeError",
     "EpisodeSpec",
-    "LocalExecutor",
+    "LocalBackend",
     "RolloutConfig",
     "RolloutResult",
     "RunStore",

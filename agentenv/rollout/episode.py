@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import inspect
+from concurrent.futures import Executor
 from typing import Any
 
 from agentenv.errors import ConfigError, EnvStateError
@@ -53,17 +55,39 @@ def _finish(env: Any, policy: Any, episode_id: str | None, sample: int) -> Traje
     )
 
 
+_TAKES_SEED: dict[type, bool] = {}
+
+
+def _reset_takes_seed(env_type: type) -> bool:
+    if env_type not in _TAKES_SEED:
+        try:
+            _TAKES_SEED[env_type] = "seed" in inspect.signature(getattr(env_type, "reset")).parameters  # noqa: B009
+        except (TypeError, ValueError, AttributeError):
+            _TAKES_SEED[env_type] = False
+    return _TAKES_SEED[env_type]
+
+
+def _reset(env: Any, task_index: int | None, seed: int | None) -> Any:
+    """``env.reset(task_index=...)``, passing ``seed=`` too when given and the env takes it."""
+    if seed is not None and _reset_takes_seed(type(env)):
+        return env.reset(task_index=task_index, seed=seed)
+    return env.reset(task_index=task_index)
+
+
 def _did_not_end(env: Any, limit: int) -> EnvStateError:
     return EnvStateError(f"{type(env).__name__} did not end its episode within {limit} steps; "
                          "give the env a max_turns or pass max_steps=... to run_episode")
 
 
 def run_episode(env: Any, policy: Any, *, task_index: int | None = None, max_steps: int | None = None,
-                episode_id: str | None = None, sample: int = 0) -> Trajectory:
+                episode_id: str | None = None, sample: int = 0, seed: int | None = None) -> Trajectory:
     """Reset ``env`` (on ``tasks[task_index]``, or a seeded random task), then step it with
-    ``policy`` until ``done``; return the episode's Trajectory, labelled with the policy."""
+    ``policy`` until ``done``; return the episode's Trajectory, labelled with the policy.
+
+    ``seed``, when given, goes to ``env.reset(seed=...)`` if the env's reset takes one.
+    """
     limit = _step_limit(env, max_steps)
-    obs = env.reset(task_index=task_index)
+    obs = _reset(env, task_index, seed)
     for _ in range(limit):
         action = policy(obs)
         obs, _reward, done, _info = env.step(action)
@@ -74,14 +98,16 @@ def run_episode(env: Any, policy: Any, *, task_index: int | None = None, max_ste
 
 async def arun_episode(env: Any, policy: Any, *, task_index: int | None = None,
                        max_steps: int | None = None, episode_id: str | None = None, sample: int = 0,
-                       policy_slots: asyncio.Semaphore | None = None) -> Trajectory:
-    """Async twin of :func:`run_episode`; ``policy_slots`` bounds concurrent policy calls."""
+                       seed: int | None = None, policy_slots: asyncio.Semaphore | None = None,
+                       policy_executor: Executor | None = None) -> Trajectory:
+    """Async twin of :func:`run_episode`; ``policy_slots`` bounds concurrent policy calls and
+    ``policy_executor`` runs a blocking (sync) policy's calls (default: the loop's executor)."""
     limit = _step_limit(env, max_steps)
-    obs = env.reset(task_index=task_index)
+    obs = _reset(env, task_index, seed)
     astep = getattr(env, "astep", None)
     for _ in range(limit):
         async with policy_slots if policy_slots is not None else contextlib.nullcontext():
-            action = await acall_policy(policy, obs)
+            action = await acall_policy(policy, obs, policy_executor)
         if astep is not None:
             obs, _reward, done, _info = await astep(action)
         else:

@@ -1,6 +1,6 @@
 """The Ray backend: the same planned episodes, run by Ray actors on a laptop or a cluster.
 
-``RayExecutor`` starts (or joins, with ``address``) a Ray cluster and creates a set of async
+``RayBackend`` starts (or joins, with ``address``) a Ray cluster and creates a set of async
 actors, one per CPU by default (each reserves one CPU, so Ray's scheduler spreads them over
 the nodes). Each actor holds the task set and the policy, builds the environment for every
 episode it is handed, and runs its own sandbox pool in its own process; several episodes run
@@ -15,17 +15,17 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import structlog
 
 from agentenv.errors import MissingDependency
 from agentenv.records import Trajectory
-from agentenv.rollout.plan import EpisodeSpec, RolloutConfig
+from agentenv.rollout.plan import EpisodeSpec, RolloutConfig, make_env
 from agentenv.tasks.schema import Task
 
-__all__ = ["EpisodeActor", "RayExecutor"]
+__all__ = ["EpisodeActor", "RayBackend"]
 
 log = structlog.get_logger()
 
@@ -39,12 +39,15 @@ def _import_ray() -> Any:
 
 
 class EpisodeActor:
-    """Runs episodes in a Ray worker process (wrapped with ``ray.remote`` by RayExecutor)."""
+    """Runs episodes in a Ray worker process (wrapped with ``ray.remote`` by RayBackend)."""
 
-    def __init__(self, tasks: Sequence[Task], policy: Any, config: RolloutConfig, slots: int) -> None:
-        self.tasks = list(tasks)
+    def __init__(self, tasks: Sequence[Task], policy: Any, config: RolloutConfig, slots: int,
+                 env_factory: Callable[..., Any] = make_env) -> None:
+        from agentenv.rollout.runner import EnvPool, policy_threads
+
         self.policy = policy
-        self.config = config
+        self.envs = EnvPool(tasks, config, env_factory)
+        self._threads = policy_threads(policy, slots)
         self.n_slots = slots
         self._slots: asyncio.Semaphore | None = None
 
@@ -53,15 +56,15 @@ class EpisodeActor:
 
         if self._slots is None:  # inside the actor's event loop
             self._slots = asyncio.Semaphore(self.n_slots)
-        trajectory = await run_spec(EpisodeSpec.from_dict(spec), self.tasks, self.policy, self.config,
-                                    self._slots)
+        trajectory = await run_spec(EpisodeSpec.from_dict(spec), self.policy, self.envs, self._slots,
+                                    self._threads)
         return trajectory.to_dict()
 
     def ping(self) -> bool:
         return True
 
 
-class RayExecutor:
+class RayBackend:
     """Runs planned episodes in Ray actors; ``await run(spec)`` returns the trajectory.
 
     ``address`` (default ``config.address``) joins an existing cluster ("auto" or
@@ -71,7 +74,8 @@ class RayExecutor:
     """
 
     def __init__(self, tasks: Sequence[Task], policy: Any, config: RolloutConfig, *,
-                 address: str | None = None, num_actors: int | None = None) -> None:
+                 address: str | None = None, num_actors: int | None = None,
+                 env_factory: Callable[..., Any] = make_env) -> None:
         ray = _import_ray()
         self._ray = ray
         self._started_ray = False
@@ -85,11 +89,11 @@ class RayExecutor:
         actor_cls = ray.remote(num_cpus=1)(EpisodeActor)
         tasks_ref = ray.put(list(tasks))
         self.actors = [
-            actor_cls.options(max_concurrency=slots + 4).remote(tasks_ref, policy, config, slots)
+            actor_cls.options(max_concurrency=slots + 4).remote(tasks_ref, policy, config, slots, env_factory)
             for _ in range(n)
         ]
         self._load = [0] * n
-        log.info("ray_executor", actors=n, slots_per_actor=slots, cluster_cpus=cpus)
+        log.info("ray_backend", actors=n, slots_per_actor=slots, cluster_cpus=cpus)
 
     async def run(self, spec: EpisodeSpec) -> Trajectory:
         i = min(range(len(self.actors)), key=self._load.__getitem__)  # least busy actor

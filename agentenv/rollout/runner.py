@@ -7,8 +7,8 @@ bounded separately: at most ``concurrency`` policy calls are in flight (an async
 while sandbox runs go through the sandbox's own worker pool, sized to the cores; a few more
 episodes than ``concurrency`` are kept open so that the two overlap.
 
-The work itself is done by an *executor* with one method, ``async run(spec) -> Trajectory``:
-:class:`LocalExecutor` runs episodes on this event loop, and the Ray executor
+The work itself is done by a *backend* with one method, ``async run(spec) -> Trajectory``:
+:class:`LocalBackend` runs episodes on this event loop, and the Ray backend
 (:mod:`agentenv.rollout.ray_backend`) runs them in Ray actors. Everything else (planning,
 resuming, writing, summarising) is shared, so both give the same records.
 
@@ -20,9 +20,11 @@ and so retried on resume. Any other exception (a misconfigured policy, a bug) st
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -38,8 +40,8 @@ from agentenv.rollout.store import RunStore
 from agentenv.rollout.summary import summarize
 from agentenv.tasks.schema import Task
 
-__all__ = ["EpisodeError", "Executor", "LocalExecutor", "RolloutResult", "arun_rollouts",
-           "run_rollouts", "run_spec"]
+__all__ = ["Backend", "EnvFactory", "EnvPool", "EpisodeError", "LocalBackend", "RolloutResult", "arun_rollouts",
+           "policy_threads", "run_rollouts", "run_spec"]
 
 log = structlog.get_logger()
 
@@ -47,6 +49,9 @@ log = structlog.get_logger()
 EPISODE_ERRORS: tuple[type[BaseException], ...] = (PolicyCallError, SandboxError)
 
 ProgressFn = Callable[[Trajectory, int, int], None]
+# (config, tasks, episode seed) -> a fresh environment; make_env unless you bring your own
+# (a custom reward_fn, grader or env class). For the Ray backend it must be picklable.
+EnvFactory = Callable[[RolloutConfig, Sequence[Task], int], Any]
 
 
 @dataclass(frozen=True)
@@ -76,7 +81,7 @@ class RolloutResult:
     seconds: float = 0.0
 
 
-class Executor(Protocol):
+class Backend(Protocol):
     """Runs one planned episode somewhere and returns its trajectory."""
 
     async def run(self, spec: EpisodeSpec) -> Trajectory: ...
@@ -84,34 +89,77 @@ class Executor(Protocol):
     async def aclose(self) -> None: ...
 
 
-async def run_spec(spec: EpisodeSpec, tasks: Sequence[Task], policy: Any, config: RolloutConfig,
-                   policy_slots: asyncio.Semaphore | None) -> Trajectory:
-    """Run one planned episode in a fresh environment seeded with the episode's seed."""
-    env = make_env(config, tasks, spec.seed)
+class EnvPool:
+    """Environments reused across episodes: one per episode in flight, built on demand.
+
+    Building an environment (templates, tokenizer) costs far more than resetting one, and at
+    high concurrency that cost would sit on the event loop between model calls. An env goes
+    back to the pool only after a clean episode; one that raised mid-episode is dropped.
+    """
+
+    def __init__(self, tasks: Sequence[Task], config: RolloutConfig, env_factory: EnvFactory = make_env) -> None:
+        self.tasks = list(tasks)
+        self.config = config
+        self.env_factory = env_factory
+        self._free: list[Any] = []
+        self.built = 0
+
+    def acquire(self, seed: int) -> Any:
+        if self._free:
+            return self._free.pop()
+        self.built += 1
+        return self.env_factory(self.config, self.tasks, seed)
+
+    def release(self, env: Any) -> None:
+        self._free.append(env)
+
+
+async def run_spec(spec: EpisodeSpec, policy: Any, pool: EnvPool, policy_slots: asyncio.Semaphore | None,
+                   policy_executor: Executor | None = None) -> Trajectory:
+    """Run one planned episode in a pooled environment, reset with the episode's seed."""
+    env = pool.acquire(spec.seed)
     trajectory = await arun_episode(env, policy, task_index=spec.task_index, episode_id=spec.episode_id,
-                                    sample=spec.sample, policy_slots=policy_slots)
+                                    sample=spec.sample, seed=spec.seed, policy_slots=policy_slots,
+                                    policy_executor=policy_executor)
+    pool.release(env)
     trajectory.seed = spec.seed
-    if trajectory.model is None and config.model is not None:
-        trajectory.model = config.model
+    if trajectory.model is None and pool.config.model is not None:
+        trajectory.model = pool.config.model
     return trajectory
 
 
-class LocalExecutor:
+def policy_threads(policy: Any, concurrency: int) -> ThreadPoolExecutor | None:
+    """Threads for a blocking (sync) policy, one per allowed call; None for async/inline ones.
+
+    The loop's default executor has only a handful of threads, which would silently cap a
+    blocking policy's concurrency far below the one asked for.
+    """
+    if getattr(policy, "acall", None) is not None or getattr(policy, "blocking", True) is False:
+        return None
+    if inspect.iscoroutinefunction(policy) or inspect.iscoroutinefunction(type(policy).__call__):
+        return None
+    return ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="agentenv-policy")
+
+
+class LocalBackend:
     """Episodes on this event loop; policy calls bounded by ``concurrency``."""
 
-    def __init__(self, tasks: Sequence[Task], policy: Any, config: RolloutConfig) -> None:
-        self.tasks = list(tasks)
+    def __init__(self, tasks: Sequence[Task], policy: Any, config: RolloutConfig,
+                 env_factory: EnvFactory = make_env) -> None:
         self.policy = policy
         self.config = config
+        self.envs = EnvPool(tasks, config, env_factory)
+        self._threads = policy_threads(policy, config.concurrency)
         self._slots: asyncio.Semaphore | None = None
 
     async def run(self, spec: EpisodeSpec) -> Trajectory:
         if self._slots is None:  # made on first use, inside the running loop
             self._slots = asyncio.Semaphore(self.config.concurrency)
-        return await run_spec(spec, self.tasks, self.policy, self.config, self._slots)
+        return await run_spec(spec, self.policy, self.envs, self._slots, self._threads)
 
     async def aclose(self) -> None:
-        return None
+        if self._threads is not None:
+            self._threads.shutdown(wait=False, cancel_futures=True)
 
 
 def _sandbox_workers() -> int:
@@ -131,12 +179,15 @@ def _identity(config: RolloutConfig, tasks: Sequence[Task]) -> dict[str, Any]:
 async def arun_rollouts(tasks: Sequence[Task], policy: Any, config: RolloutConfig | None = None,
                         out_dir: str | Path | None = None, *, on_episode: ProgressFn | None = None,
                         on_start: Callable[[int, int], None] | None = None,
-                        executor: Executor | None = None) -> RolloutResult:
+                        backend: Backend | None = None, env_factory: EnvFactory = make_env
+                        ) -> RolloutResult:
     """Run every planned episode not already in ``out_dir``; write and summarise them.
 
     ``on_start(total, already_done)`` is called once the plan is known, and
     ``on_episode(trajectory, n_finished, total)`` after each episode is written (both on the
     event loop: keep them quick). Without ``out_dir`` nothing is written and nothing resumed.
+    ``env_factory(config, tasks, seed)`` builds each episode's environment (default
+    :func:`~agentenv.rollout.plan.make_env`); ``backend`` replaces the local/Ray backend altogether.
     """
     config = config or RolloutConfig()
     tasks = list(tasks)
@@ -157,14 +208,14 @@ async def arun_rollouts(tasks: Sequence[Task], policy: Any, config: RolloutConfi
     log.info("rollout_start", episodes=len(specs), resumed=skipped, backend=config.backend,
              concurrency=config.concurrency)
 
-    own_executor = executor is None
-    if executor is None:
+    own_backend = backend is None
+    if backend is None:
         if config.backend == "ray":
-            from agentenv.rollout.ray_backend import RayExecutor
+            from agentenv.rollout.ray_backend import RayBackend
 
-            executor = RayExecutor(tasks, policy, config)
+            backend = RayBackend(tasks, policy, config, env_factory=env_factory)
         else:
-            executor = LocalExecutor(tasks, policy, config)
+            backend = LocalBackend(tasks, policy, config, env_factory)
 
     errors: list[EpisodeError] = []
     queue: asyncio.Queue[EpisodeSpec] = asyncio.Queue()
@@ -175,14 +226,14 @@ async def arun_rollouts(tasks: Sequence[Task], policy: Any, config: RolloutConfi
 
     async def worker() -> None:
         nonlocal n_done
-        assert executor is not None
+        assert backend is not None
         while True:
             try:
                 spec = queue.get_nowait()
             except asyncio.QueueEmpty:
                 return
             try:
-                trajectory = await executor.run(spec)
+                trajectory = await backend.run(spec)
             except EPISODE_ERRORS as exc:
                 errors.append(EpisodeError(spec.episode_id, spec.task_name, spec.sample,
                                            f"{type(exc).__name__}: {exc}"))
@@ -197,8 +248,13 @@ async def arun_rollouts(tasks: Sequence[Task], policy: Any, config: RolloutConfi
 
     # Keep a few more episodes open than policy slots, so sandbox runs overlap model calls.
     n_workers = min(len(todo), config.concurrency + _sandbox_workers())
-    workers = [asyncio.ensure_future(worker()) for _ in range(n_workers)]
+    workers: list[asyncio.Future[None]] = []
     try:
+        for _ in range(n_workers):
+            workers.append(asyncio.ensure_future(worker()))
+            # One loop turn per new worker: its request leaves as soon as its connection is up,
+            # instead of every worker's setup running before the first byte is sent.
+            await asyncio.sleep(0)
         if workers:
             await asyncio.gather(*workers)
     except BaseException:
@@ -207,8 +263,8 @@ async def arun_rollouts(tasks: Sequence[Task], policy: Any, config: RolloutConfi
         await asyncio.gather(*workers, return_exceptions=True)
         raise
     finally:
-        if own_executor:
-            await executor.aclose()
+        if own_backend:
+            await backend.aclose()
         if store is not None:
             store.close()
     seconds = time.perf_counter() - started
@@ -233,13 +289,14 @@ async def arun_rollouts(tasks: Sequence[Task], policy: Any, config: RolloutConfi
 
 def run_rollouts(tasks: Sequence[Task], policy: Any, config: RolloutConfig | None = None,
                  out_dir: str | Path | None = None, *, on_episode: ProgressFn | None = None,
-                 on_start: Callable[[int, int], None] | None = None) -> RolloutResult:
+                 on_start: Callable[[int, int], None] | None = None,
+                 env_factory: EnvFactory = make_env) -> RolloutResult:
     """Blocking twin of :func:`arun_rollouts` (runs its own event loop)."""
 
     async def main() -> RolloutResult:
         try:
             return await arun_rollouts(tasks, policy, config, out_dir, on_episode=on_episode,
-                                       on_start=on_start)
+                                       on_start=on_start, env_factory=env_factory)
         finally:
             aclose = getattr(policy, "aclose", None)
             if aclose is not None:  # the policy's HTTP client for this loop dies with the loop

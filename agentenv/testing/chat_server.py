@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -132,26 +133,40 @@ class ScriptedModel:
         return ChatReply(scripted_answer(task, turn, self.scripts.get(task.name)))
 
 
+def _route(path: str) -> str:
+    return path.split("?", 1)[0].rstrip("/")
+
+
 def _error_body(message: str, kind: str, code: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "code": code, "param": None}}
 
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"   # keep-alive, so a client's connection pool is reused
+    disable_nagle_algorithm = True  # else a small reply waits ~40 ms on delayed ACKs
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:
         return  # quiet: tests and benchmarks read the recorded requests instead
 
     def _send_json(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:
+        owner = self.server.owner
         data = json.dumps(payload).encode("utf-8")
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(data)
+        lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}", f"Date: {self.date_time_string()}",
+                 "Server: agentenv-test", "Content-Type: application/json"]
+        if owner.chunked:  # as some servers do: the body in two chunks, then the last chunk
+            half = len(data) // 2
+            lines.append("Transfer-Encoding: chunked")
+            data = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (data[:half], data[half:])
+                            if part) + b"0\r\n\r\n"
+        else:
+            lines.append(f"Content-Length: {len(data)}")
+        if not owner.keep_alive:
+            lines.append("Connection: close")
+            self.close_connection = True
+        lines += [f"{key}: {value}" for key, value in (headers or {}).items()]
+        # Status, headers and body in one write: one segment on the wire, no waiting between them.
+        self.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + data)
 
     def _read_body(self) -> Any:
         length = int(self.headers.get("Content-Length") or 0)
@@ -172,7 +187,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self._record(None)
         owner = self.server.owner
-        if self.path.rstrip("/").endswith("/models"):
+        if _route(self.path) == "/v1/models":
             self._send_json(200, {"object": "list", "data": [
                 {"id": owner.model, "object": "model", "created": 0, "owned_by": "agentenv"}]})
         else:
@@ -182,7 +197,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._read_body()
         self._record(body)
         owner = self.server.owner
-        if not self.path.rstrip("/").endswith("/chat/completions"):
+        if _route(self.path) != "/v1/chat/completions":
             self._send_json(404, _error_body(f"no route for POST {self.path}", "invalid_request_error"))
             return
         if owner.api_key is not None and self.headers.get("Authorization") != f"Bearer {owner.api_key}":
@@ -215,6 +230,13 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 256   # many clients connecting at once must not be refused
     owner: ChatServer
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that gave up (its timeout) closes the socket under us: not worth a traceback.
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
+
 
 class ChatServer:
     """An OpenAI-compatible chat-completions server running in a background thread.
@@ -222,12 +244,14 @@ class ChatServer:
     Use it as a context manager (or call :meth:`start`/:meth:`stop`); ``url`` is the base URL
     to hand to a client (``http://127.0.0.1:PORT/v1``). ``latency`` is added to every reply.
     ``api_key``, when set, makes requests without ``Authorization: Bearer <api_key>`` fail
-    with 401, like a real provider.
+    with 401, like a real provider. ``chunked`` sends bodies with chunked transfer encoding and
+    ``keep_alive=False`` closes the connection after every answer, as some servers do.
     """
 
     def __init__(self, responses: Sequence[str | ChatReply] | Responder | None = None, *,
                  latency: float = 0.0, model: str = "agentenv-test", host: str = "127.0.0.1",
-                 port: int = 0, api_key: str | None = None) -> None:
+                 port: int = 0, api_key: str | None = None, chunked: bool = False,
+                 keep_alive: bool = True) -> None:
         if latency < 0:
             from agentenv.errors import ConfigError
 
@@ -235,6 +259,8 @@ class ChatServer:
         self.latency = float(latency)
         self.model = model
         self.api_key = api_key
+        self.chunked = chunked
+        self.keep_alive = keep_alive
         self._host, self._port = host, port
         self._responder: Responder
         self._script: list[ChatReply] | None = None
@@ -305,7 +331,7 @@ class ChatServer:
     @property
     def chat_requests(self) -> list[RecordedRequest]:
         """The chat-completions requests received so far."""
-        return [r for r in self.requests if r.method == "POST" and r.path.rstrip("/").endswith("/chat/completions")]
+        return [r for r in self.requests if r.method == "POST" and _route(r.path) == "/v1/chat/completions"]
 
     def clear(self) -> None:
         """Forget the recorded requests (the script position is kept)."""

@@ -1,0 +1,318 @@
+"""The agentenv command line: run, tasks list/show/validate, check, report, compare, and its errors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import structlog
+
+from agentenv.cli import main
+from agentenv.tasks import Task
+from agentenv.tasks.builtin import builtin_tasks
+from agentenv.testing import ChatServer, ScriptedModel
+
+TASKS = builtin_tasks()[:3]
+
+
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    """The CLI configures structlog to write to the (captured) stderr; undo that after each test."""
+    yield
+    structlog.reset_defaults()
+
+
+@pytest.fixture
+def tasks_file(tmp_path: Path) -> Path:
+    """Three builtin tasks as a JSONL task file."""
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("".join(json.dumps(t.to_dict()) + "\n" for t in TASKS))
+    return path
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(err: str, *fragments: str) -> None:
+    """The error is a single line, no traceback, containing every fragment."""
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+def records(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "trajectories.jsonl").read_text().splitlines()]
+
+
+# -- run -----------------------------------------------------------------------------------------
+
+def test_run_with_no_arguments_runs_the_builtin_tasks_offline_into_runs_timestamp(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`agentenv run` alone: builtin tasks, scripted policy, 3 turns, files under runs/<timestamp>/."""
+    monkeypatch.chdir(tmp_path)
+    code, out, _err = run_cli(capsys, "run", "--no-progress")
+    assert code == 0
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["episodes"] == len(builtin_tasks())
+    assert summary["run"]["policy"] == "scripted" and summary["run"]["max_turns"] == 3
+    assert summary["solve_rate"] > summary["pass@1"]  # the scripted policy revises
+    assert all(r["mode"] == "multi_turn" and len(r["turns"]) <= 3 for r in records(run_dir))
+    assert "overall" in out and "pass@1" in out and "trajectories.jsonl" in out
+
+
+def test_run_with_the_openai_policy_sends_full_history_and_shows_revision(
+        tmp_path: Path, tasks_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The issue's command against a local server: history grows each turn, episodes revise."""
+    out_dir = tmp_path / "run"
+    with ChatServer(ScriptedModel(TASKS)) as server:
+        code, _out, _err = run_cli(capsys, "run", "--policy", "openai", "--base-url", server.url,
+                                   "--model", "M", "--tasks", str(tasks_file), "--max-turns", "3",
+                                   "--samples", "2", "--out", str(out_dir), "--no-progress")
+        requests = server.chat_requests
+    assert code == 0
+    episodes = records(out_dir)
+    assert len(episodes) == 6 and {r["sample"] for r in episodes} == {0, 1}
+    assert all(r["model"] == "M" and r["policy"] == "openai" for r in episodes)
+    # Turn t of an episode sends 2t messages: system, task, then (answer, feedback) per past turn.
+    assert sorted(len(r.messages) for r in requests) == \
+        sorted(2 * t for r in episodes for t in range(1, len(r["turns"]) + 1))
+    revised = [r for r in episodes if len(r["turns"]) > 1]
+    assert revised and all(r["turns"][0]["reward"] < r["turns"][-1]["reward"] == 1.0 for r in revised)
+    assert all(t["usage"]["completion_tokens"] > 0 for r in episodes for t in r["turns"])
+
+
+def test_run_passes_prompt_budget_and_feedback_options_to_the_environment(
+        tmp_path: Path, tasks_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--prompts-dir, --feedback-from and --token-budget shape the episodes and are recorded."""
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    (prompts / "feedback.j2").write_text("TRY AGAIN: {{ passed }}/{{ total }} passed, {{ turns_left }} left.")
+    code, _out, _err = run_cli(capsys, "run", "--tasks", str(tasks_file), "--prompts-dir", str(prompts),
+                               "--feedback-from", "visible", "--token-budget", "5000", "--seed", "9",
+                               "--out", str(tmp_path / "r"), "--no-progress")
+    assert code == 0
+    episodes = records(tmp_path / "r")
+    assert all(r["feedback_from"] == "visible" and r["token_budget"] == 5000 for r in episodes)
+    revised = [r for r in episodes if len(r["turns"]) > 1]
+    assert revised and all(r["turns"][0]["feedback"].startswith("TRY AGAIN") for r in revised)
+    default_ids = records_of_default(tmp_path, tasks_file, capsys)
+    assert episodes[0]["template_ids"]["feedback"] != default_ids["feedback"]
+    assert episodes[0]["template_ids"]["system"] == default_ids["system"]
+
+
+def records_of_default(tmp_path: Path, tasks_file: Path, capsys: pytest.CaptureFixture[str]) -> dict:
+    """The template ids of a run with the packaged templates."""
+    assert main(["run", "--tasks", str(tasks_file), "--limit", "1", "--out", str(tmp_path / "d"),
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    return records(tmp_path / "d")[0]["template_ids"]
+
+
+def test_run_again_into_the_same_out_resumes(tmp_path: Path, tasks_file: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A second identical run finds every episode done and says it is resuming."""
+    args = ("run", "--tasks", str(tasks_file), "--single-step", "--out", str(tmp_path / "r"), "--no-progress")
+    assert run_cli(capsys, *args)[0] == 0
+    code, out, err = run_cli(capsys, *args)
+    assert code == 0 and "resuming: 3 of 3" in err and "0 episode(s) run, 3 resumed" in out
+    assert len(records(tmp_path / "r")) == 3
+
+
+def test_run_with_the_openai_policy_and_no_key_says_what_to_set(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """No OPENAI_API_KEY and no --base-url: one line naming both, exit code 2."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    code, _out, err = run_cli(capsys, "run", "--policy", "openai")
+    assert code == 2
+    assert_one_line_error(err, "OPENAI_API_KEY", "--base-url")
+
+
+@pytest.mark.parametrize(("argv", "fragment"), [
+    (["run", "--samples", "0"], "--samples"),
+    (["run", "--frobnicate"], "--frobnicate"),
+    (["run", "--backend", "slurm"], "slurm"),
+    (["run", "--policy", "scriptd"], "Did you mean 'scripted'"),
+    (["run", "--tasks", "biultin"], "Did you mean 'builtin'"),
+    (["run", "--address", "auto"], "--backend ray"),
+    (["run", "--max-tokens", "5"], "--policy openai"),
+    (["tasks"], "list"),
+    (["check", "missing.py", "--task", "add"], "missing.py"),
+    (["report", "no_such_run"], "no_such_run"),
+])
+def test_bad_flags_and_files_give_one_clear_line_and_exit_2(
+        argv: list[str], fragment: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Usage and configuration mistakes end in one line on stderr, never a traceback."""
+    monkeypatch.chdir(tmp_path)
+    code, _out, err = run_cli(capsys, *argv)
+    assert code == 2
+    assert_one_line_error(err, fragment)
+
+
+def test_a_malformed_task_file_is_one_line_naming_the_file_task_and_field(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A task record with a bad field is reported with the file, the task and the field."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"name": "t1", "prompt": "p", "entry_point": "f", "checks": "assert f()"}) + "\n")
+    code, _out, err = run_cli(capsys, "run", "--tasks", str(bad))
+    assert code == 2
+    assert_one_line_error(err, "bad.jsonl", "t1", "checks")
+
+
+def test_help_exits_cleanly(capsys: pytest.CaptureFixture[str]) -> None:
+    """--help prints the options and exits 0."""
+    code, out, _err = run_cli(capsys, "run", "--help")
+    assert code == 0 and "--feedback-from" in out and "--token-budget" in out
+
+
+# -- tasks ---------------------------------------------------------------------------------------
+
+def test_tasks_list_shows_every_builtin_task(capsys: pytest.CaptureFixture[str]) -> None:
+    """The table lists each task with its difficulty."""
+    code, out, _err = run_cli(capsys, "tasks", "list")
+    assert code == 0
+    assert all(t.name in out for t in builtin_tasks())
+    assert f"{len(builtin_tasks())} task(s)" in out
+
+
+def test_tasks_list_applies_the_filters(capsys: pytest.CaptureFixture[str]) -> None:
+    """--difficulty keeps only that difficulty."""
+    code, out, _err = run_cli(capsys, "tasks", "list", "--difficulty", "hard")
+    hard = [t for t in builtin_tasks() if t.difficulty == "hard"]
+    assert code == 0 and f"{len(hard)} task(s)" in out and "add " not in out
+
+
+def test_tasks_show_prints_prompt_checks_and_reference(capsys: pytest.CaptureFixture[str]) -> None:
+    """Showing a task prints its prompt, every hidden check and its reference solution."""
+    task = builtin_tasks()[0]
+    code, out, _err = run_cli(capsys, "tasks", "show", task.name)
+    assert code == 0 and task.prompt.strip()[:40] in out
+    assert all(str(c) in out for c in task.checks) and "reference solution" in out
+
+
+def test_tasks_show_suggests_a_close_name(capsys: pytest.CaptureFixture[str]) -> None:
+    """An unknown task name gets a did-you-mean."""
+    code, _out, err = run_cli(capsys, "tasks", "show", "ad")
+    assert code == 2
+    assert_one_line_error(err, "did you mean 'add'")
+
+
+def test_tasks_validate_reports_the_task_whose_reference_fails(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """validate runs every reference; a wrong one is named and the exit code is 1."""
+    good = TASKS[0]
+    broken = Task(name="broken_ref", prompt="Write `double(x)`.", entry_point="double",
+                  checks=("assert double(2) == 4", "assert double(0) == 0"),
+                  reference_solution="def double(x):\n    return x + 2\n")
+    path = tmp_path / "mixed.jsonl"
+    path.write_text(json.dumps(good.to_dict()) + "\n" + json.dumps(broken.to_dict()) + "\n")
+    code, out, _err = run_cli(capsys, "tasks", "validate", str(path), "--no-progress")
+    assert code == 1
+    assert "broken_ref" in out and "1/2" in out and "1 of 2 reference solution(s) pass" in out
+    assert good.name not in out.split("reference solution(s) fail")[1].split("1 of 2")[0]
+
+
+def test_tasks_validate_passes_on_good_references(tasks_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A set whose references all pass exits 0 and says so."""
+    code, out, _err = run_cli(capsys, "tasks", "validate", str(tasks_file), "--no-progress")
+    assert code == 0 and "3 of 3 reference solution(s) pass" in out
+
+
+# -- check ---------------------------------------------------------------------------------------
+
+def test_check_scores_a_correct_file_and_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A correct solution passes every check with reward 1.000."""
+    code_file = tmp_path / "add.py"
+    code_file.write_text("def add(a, b):\n    return a + b\n")
+    code, out, _err = run_cli(capsys, "check", str(code_file), "--task", "add")
+    total = len(builtin_tasks()[0].checks)
+    assert code == 0 and f"passed {total}/{total}" in out and "reward 1.000" in out
+
+
+def test_check_shows_the_failures_of_a_wrong_file_and_exits_1(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A wrong solution lists each failing check with its kind."""
+    code_file = tmp_path / "add.py"
+    code_file.write_text("def add(a, b):\n    return a - b\n")
+    code, out, _err = run_cli(capsys, "check", str(code_file), "--task", "add")
+    assert code == 1 and "wrong_answer" in out and "assertion" in out and "add(2, 3)" in out
+
+
+def test_check_extracts_the_code_block_from_a_model_answer(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A Markdown answer is scored on its code block, like the environment does."""
+    answer = tmp_path / "answer.md"
+    answer.write_text("Sure!\n\n```python\ndef add(a, b):\n    return a + b\n```\nHope it helps.")
+    code, out, _err = run_cli(capsys, "check", str(answer), "--task", "add")
+    assert code == 0 and "reward 1.000" in out
+
+
+def test_check_reports_a_syntax_error_in_a_python_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A .py file with a syntax error is scored as such, not silently treated as empty."""
+    code_file = tmp_path / "add.py"
+    code_file.write_text("def add(a, b)\n    return a + b\n")
+    code, out, _err = run_cli(capsys, "check", str(code_file), "--task", "add")
+    assert code == 1 and "syntax" in out
+
+
+# -- report / compare ----------------------------------------------------------------------------
+
+@pytest.fixture
+def two_runs(tmp_path: Path, tasks_file: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Path, Path]:
+    """A single-step run with 3 samples and a 3-turn multi-turn run on the same tasks."""
+    single, multi = tmp_path / "single", tmp_path / "multi"
+    assert main(["run", "--tasks", str(tasks_file), "--single-step", "--samples", "3",
+                 "--out", str(single), "--no-progress"]) == 0
+    assert main(["run", "--tasks", str(tasks_file), "--max-turns", "3", "--samples", "2",
+                 "--out", str(multi), "--no-progress"]) == 0
+    capsys.readouterr()
+    return single, multi
+
+
+def test_report_writes_plots_and_an_html_page(two_runs: tuple[Path, Path],
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """report RUN_DIR prints the metrics and writes PNGs and one HTML page."""
+    pytest.importorskip("matplotlib", reason="plots need the 'plots' extra")
+    _single, multi = two_runs
+    code, out, _err = run_cli(capsys, "report", str(multi))
+    assert code == 0 and "pass@1" in out
+    written = {p.name for p in (multi / "report").iterdir()}
+    assert "report.html" in written and sum(name.endswith(".png") for name in written) >= 3
+
+
+def test_report_with_two_runs_prints_revise_vs_resample(two_runs: tuple[Path, Path],
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """A single-step run and a multi-turn run give the revise-vs-resample table and its plot."""
+    pytest.importorskip("matplotlib", reason="plots need the 'plots' extra")
+    single, multi = two_runs
+    code, out, _err = run_cli(capsys, "report", str(single), str(multi), "--out", str(multi / "rvr"))
+    assert code == 0 and "1@" in out
+    assert (multi / "rvr" / "revise_vs_resample.png").is_file()
+
+
+def test_report_refuses_two_runs_of_the_same_mode(two_runs: tuple[Path, Path],
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Revise vs resample needs one run of each mode; two multi-turn runs are one clear error."""
+    _single, multi = two_runs
+    code, _out, err = run_cli(capsys, "report", str(multi), str(multi))
+    assert code == 2
+    assert_one_line_error(err, "single-step")
+
+
+def test_compare_prints_the_paired_table_and_writes_it_on_request(
+        two_runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """compare RUN_A RUN_B prints per-task differences; --out also writes compare.json."""
+    single, multi = two_runs
+    code, out, _err = run_cli(capsys, "compare", str(single), str(multi), "--boot", "200",
+                              "--out", str(tmp_path / "cmp"))
+    assert code == 0 and all(t.name in out for t in TASKS)
+    assert json.loads((tmp_path / "cmp" / "compare.json").read_text())
