@@ -74,12 +74,27 @@ def _nonneg_float(text: str) -> float:
     return value
 
 
-def _add_task_options(p: argparse.ArgumentParser, default: str | None = "builtin") -> None:
-    p.add_argument("--tasks", default=default, metavar="SET",
-                   help="builtin | humaneval | mbpp | livecodebench | apps | PATH.jsonl | DIR "
-                        "(default: %(default)s)")
+def _add_task_options(p: argparse.ArgumentParser, default: str | None = "builtin", *,
+                      positional: bool = False) -> None:
+    """Options that choose a task set and filter it; the same on every subcommand that loads tasks."""
+    help_set = ("builtin | humaneval | mbpp | livecodebench | apps | PATH.jsonl | PATH.toml | DIR "
+                "(default: %(default)s)")
+    if positional:
+        p.add_argument("tasks", nargs="?", default=default, metavar="SET", help=help_set)
+    else:
+        p.add_argument("--tasks", default=default, metavar="SET", help=help_set)
+    p.add_argument("--data", default=None, metavar="PATH",
+                   help="local copy of a named benchmark (mbpp, livecodebench, apps, humaneval)")
+    p.add_argument("--map", dest="field_map", default=None, metavar="FIELD=COLUMN,...",
+                   help="field mapping for a generic JSONL/HF file, e.g. prompt=question,checks=tests")
+    p.add_argument("--option", dest="loader_options", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra loader option (repeatable; VALUE is read as JSON when it parses)")
     p.add_argument("--difficulty", default=None, help="keep these difficulties (comma-separated)")
     p.add_argument("--tag", dest="tags", default=None, help="keep tasks with one of these tags")
+    p.add_argument("--since", default=None, metavar="YYYY-MM-DD",
+                   help="keep tasks released on or after this date (contamination-free windows)")
+    p.add_argument("--dedupe", action="store_true", help="drop tasks whose prompt repeats an earlier one")
+    p.add_argument("--shuffle-seed", type=int, default=None, help="shuffle the tasks with this seed")
     p.add_argument("--limit", type=_positive_int, default=None, help="keep the first N tasks")
 
 
@@ -137,10 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_task_options(t_list)
     t_show = tasks_sub.add_parser("show", help="show one task in full")
     t_show.add_argument("name", help="task name")
-    t_show.add_argument("--tasks", default="builtin", metavar="SET", help="task set (default: builtin)")
+    _add_task_options(t_show)
     t_validate = tasks_sub.add_parser("validate", help="run every reference solution; report failures")
-    t_validate.add_argument("path", nargs="?", default="builtin",
-                            help="task set name or file/directory (default: builtin)")
+    _add_task_options(t_validate, positional=True)
     t_validate.add_argument("--timeout", type=_nonneg_float, default=10.0,
                             help="sandbox seconds per task (default: 10)")
     t_validate.add_argument("--no-progress", action="store_true", help="no live progress bar")
@@ -148,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="score one code file against a task")
     check.add_argument("code_file", help="a .py file, or a text/Markdown answer with a code block")
     check.add_argument("--task", required=True, help="task name")
-    check.add_argument("--tasks", default="builtin", metavar="SET", help="task set (default: builtin)")
+    _add_task_options(check)
     check.add_argument("--timeout", type=_nonneg_float, default=5.0, help="sandbox seconds (default: 5)")
 
     report = sub.add_parser("report", help="plots and an HTML page for a run; with two runs (one "
@@ -195,18 +209,36 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
-def _load_tasks(spec: str, difficulty: str | None = None, tags: str | None = None,
-                limit: int | None = None) -> list[Any]:
+def _loader_option(text: str) -> tuple[str, Any]:
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"--option takes KEY=VALUE, got {text!r}")
+    try:
+        value: Any = json.loads(raw)
+    except ValueError:
+        value = raw
+    return key.strip(), value
+
+
+def _load_tasks(args: argparse.Namespace, spec: str | None = None) -> list[Any]:
+    """Load the task set named on the command line, with its loader options and filters."""
     from agentenv.tasks import load_tasks
 
-    options: dict[str, Any] = {}
-    if difficulty:
-        options["difficulty"] = difficulty
-    if tags:
-        options["tags"] = tags
-    if limit is not None:
-        options["limit"] = limit
-    tasks = load_tasks(spec, **options)
+    spec = spec if spec is not None else args.tasks
+    options: dict[str, Any] = dict(_loader_option(o) for o in getattr(args, "loader_options", []))
+    for attr, key in (("data", "path"), ("field_map", "map"), ("difficulty", "difficulty"),
+                      ("tags", "tags"), ("since", "since"), ("shuffle_seed", "shuffle_seed"),
+                      ("limit", "limit")):
+        value = getattr(args, attr, None)
+        if value is not None:
+            options[key] = value
+    if getattr(args, "dedupe", False):
+        options["dedupe"] = True
+    try:
+        tasks = load_tasks(spec, **options)
+    except TypeError as exc:  # an option the chosen loader does not take
+        raise ConfigError(f"task set {spec!r} does not take these options ({exc}); "
+                          "see `agentenv tasks list --help`") from None
     if not tasks:
         raise ConfigError(f"task set {spec!r} has no tasks left after the filters")
     return tasks
@@ -276,7 +308,7 @@ def _summary_table(summary: dict[str, Any], title: str) -> Table:
 def _cmd_run(args: argparse.Namespace) -> int:
     from agentenv.rollout import RolloutConfig, run_rollouts
 
-    tasks = _load_tasks(args.tasks, args.difficulty, args.tags, args.limit)
+    tasks = _load_tasks(args)
     policy = _make_run_policy(args, tasks)
     if args.address and args.backend != "ray":
         raise ConfigError("--address applies to --backend ray")
@@ -337,7 +369,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 # -- tasks -------------------------------------------------------------------------------------
 
 def _cmd_tasks_list(args: argparse.Namespace) -> int:
-    tasks = _load_tasks(args.tasks, args.difficulty, args.tags, args.limit)
+    tasks = _load_tasks(args)
     table = Table(title=f"{len(tasks)} task(s) in {args.tasks}", title_justify="left")
     for column in ("#", "name", "difficulty", "checks", "visible", "reference", "attempts", "tags"):
         table.add_column(column, justify="right" if column in ("#", "checks", "visible", "attempts") else "left")
@@ -353,7 +385,7 @@ def _cmd_tasks_list(args: argparse.Namespace) -> int:
 def _cmd_tasks_show(args: argparse.Namespace) -> int:
     from rich.syntax import Syntax
 
-    tasks = _load_tasks(args.tasks)
+    tasks = _load_tasks(args)
     task = _find_task(tasks, args.name, args.tasks)
     out = _stdout()
     out.print(f"[bold]{task.name}[/bold]  difficulty={task.difficulty or '-'}  "
@@ -395,7 +427,7 @@ def _validate_one(task: Any, timeout: float) -> dict[str, Any]:
 
 
 def _cmd_tasks_validate(args: argparse.Namespace) -> int:
-    tasks = _load_tasks(args.path)
+    tasks = _load_tasks(args)
     err = _stderr()
     progress = Progress(TextColumn("[bold]validating"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=err, disable=args.no_progress, transient=True)
@@ -445,7 +477,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"{path} is not UTF-8 text") from None
-    tasks = _load_tasks(args.tasks)
+    tasks = _load_tasks(args)
     task = _find_task(tasks, args.task, args.tasks)
     # A .py file is the code itself (a syntax error must reach the sandbox and be reported);
     # anything else is a model's answer, from which the code block is extracted.

@@ -191,6 +191,43 @@ def test_tasks_list_applies_the_filters(capsys: pytest.CaptureFixture[str]) -> N
     assert code == 0 and f"{len(hard)} task(s)" in out and "add " not in out
 
 
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def test_tasks_list_loads_a_named_benchmark_from_a_local_copy_with_loader_filters(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--data points a named loader at a local file; --shuffle-seed, --dedupe and --limit apply."""
+    code, out, _ = run_cli(capsys, "tasks", "list", "--tasks", "mbpp", "--data",
+                           str(DATA / "mbpp_sample.jsonl"), "--dedupe", "--shuffle-seed", "3",
+                           "--limit", "4")
+    assert code == 0
+    assert "4 task(s) in mbpp" in out and out.count("mbpp/") >= 4
+
+
+def test_tasks_list_filters_a_release_window_with_since(capsys: pytest.CaptureFixture[str]) -> None:
+    """--since keeps only the LiveCodeBench problems released on or after the date."""
+    path = str(DATA / "livecodebench_sample.jsonl")
+    _, everything, _ = run_cli(capsys, "tasks", "list", "--tasks", path)
+    code, recent, _ = run_cli(capsys, "tasks", "list", "--tasks", path, "--since", "2024-08-01")
+    assert code == 0
+    assert 0 < recent.count("livecodebench/") < everything.count("livecodebench/")
+
+
+def test_an_option_the_loader_does_not_take_is_one_clear_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """--option KEY=VALUE reaches the loader; an unknown key is a one-line error, exit 2."""
+    code, _, err = run_cli(capsys, "tasks", "list", "--tasks", "mbpp", "--data",
+                           str(DATA / "mbpp_sample.jsonl"), "--option", "bogus=1")
+    assert code == 2
+    assert_one_line_error(err, "does not take these options", "bogus")
+
+
+def test_tasks_validate_takes_the_same_loader_options(capsys: pytest.CaptureFixture[str]) -> None:
+    """validate SET --data PATH scores every reference of a named benchmark's local copy."""
+    code, out, _ = run_cli(capsys, "tasks", "validate", "apps", "--data", str(DATA / "apps_sample.jsonl"),
+                           "--no-progress")
+    assert code == 0 and "reference solution(s) pass" in out
+
+
 def test_tasks_show_prints_prompt_checks_and_reference(capsys: pytest.CaptureFixture[str]) -> None:
     """Showing a task prints its prompt, every hidden check and its reference solution."""
     task = builtin_tasks()[0]
