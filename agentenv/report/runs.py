@@ -13,9 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from agentenv.errors import RunFormatError
+from agentenv.log import get_logger
 from agentenv.records import Trajectory
 
 __all__ = [
@@ -32,7 +31,7 @@ __all__ = [
 TRAJECTORIES_FILE = "trajectories.jsonl"
 SUMMARY_FILE = "summary.json"
 
-_log = structlog.get_logger()
+_log = get_logger(__name__)
 
 
 def trajectories_path(run: str | Path) -> Path:

@@ -40,9 +40,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from agentenv.errors import ConfigError, TaskFormatError
+from agentenv.log import get_logger
 from agentenv.tasks.filters import normalize_difficulty
 from agentenv.tasks.hub import Row, download_hub_files, load_hub_rows, local_source, read_rows
 from agentenv.tasks.jsonl import STDIO_ENTRY_POINT, join_lines, parse_tags
@@ -51,7 +50,7 @@ from agentenv.tasks.schema import Check, StdioCase, Task
 
 __all__ = ["CODE_CONTESTS_DIFFICULTY", "ENV_VAR", "HUB_ID", "load", "task_from_record"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 HUB_ID = "codeparrot/apps"
 ENV_VAR = "AGENTENV_APPS_PATH"

@@ -33,9 +33,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import structlog
-
 from agentenv.errors import DatasetUnavailable, TaskFormatError
+from agentenv.log import get_logger
 
 __all__ = [
     "DEFAULT_ENDPOINT",
@@ -49,7 +48,7 @@ __all__ = [
     "read_rows",
 ]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 PROBE_TIMEOUT = 3.0
