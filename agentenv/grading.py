@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from types import CodeType
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentenv.sandbox._wire import decode_value
 from agentenv.tasks.schema import Check, StdioCase
 
 if TYPE_CHECKING:
@@ -62,7 +61,7 @@ _TRUSTED_BUILTINS = (
     "abs", "all", "any", "bin", "bool", "bytes", "chr", "dict", "divmod", "enumerate", "filter",
     "float", "frozenset", "hex", "int", "isinstance", "len", "list", "map", "max", "min", "oct",
     "ord", "pow", "range", "repr", "reversed", "round", "set", "slice", "sorted", "str", "sum",
-    "tuple", "type", "zip", "ValueError", "TypeError", "Exception",
+    "tuple", "type", "zip",
 )
 TRUSTED_NAMES = frozenset((*_TRUSTED_BUILTINS, "math"))
 _SAFE_BUILTINS = {name: getattr(builtins, name) for name in _TRUSTED_BUILTINS}
@@ -146,9 +145,14 @@ def _plan_one(index: int, check: Check) -> CheckPlan:
 class _Decomposer(ast.NodeTransformer):
     """Replaces each call into untrusted code by ``_agentenv_value(j)`` and records its source."""
 
-    def __init__(self) -> None:
+    def __init__(self, trusted: frozenset[str]) -> None:
+        self.trusted = trusted
         self.calls: list[str] = []
         self.ok = True
+        self.result: ast.expr | None = None
+
+    def untrusted(self, node: ast.AST) -> bool:
+        return _untrusted_names(node, self.trusted)
 
     def visit(self, node: ast.AST) -> Any:
         if not self.ok:
@@ -156,9 +160,9 @@ class _Decomposer(ast.NodeTransformer):
         if isinstance(node, _SCOPED):
             self.ok = False
             return node
-        if isinstance(node, ast.expr) and not _untrusted_names(node):
+        if isinstance(node, ast.expr) and not self.untrusted(node):
             return node  # wholly trusted: evaluated here as written
-        if isinstance(node, ast.Call) and _untrusted_names(node.func):
+        if isinstance(node, ast.Call) and self.untrusted(node.func):
             if any(isinstance(n, _SCOPED) for n in ast.walk(node)):
                 self.ok = False
                 return node
@@ -172,8 +176,9 @@ class _Decomposer(ast.NodeTransformer):
         return self.generic_visit(node)
 
 
-def _untrusted_names(node: ast.AST) -> bool:
-    return any(isinstance(n, ast.Name) and n.id not in TRUSTED_NAMES for n in ast.walk(node))
+def _untrusted_names(node: ast.AST, trusted: frozenset[str] = TRUSTED_NAMES) -> bool:
+    return any(isinstance(n, ast.Name) and n.id not in trusted and n.id != _V
+               for n in ast.walk(node))
 
 
 class _StrictComparisons(ast.NodeTransformer):
@@ -183,7 +188,7 @@ class _StrictComparisons(ast.NodeTransformer):
         self.generic_visit(node)
         operands = [node.left, *node.comparators]
         parts: list[ast.expr] = []
-        for op, left, right in zip(node.ops, operands, operands[1:]):
+        for op, left, right in zip(node.ops, operands, operands[1:], strict=False):
             part: ast.expr
             if isinstance(op, (ast.Eq, ast.NotEq)):
                 part = ast.Call(ast.Name(_EQ, ast.Load()), [left, right], [])
@@ -205,13 +210,22 @@ def _decompose(source: str) -> tuple[tuple[str, ...], CodeType, tuple[tuple[int,
         return None
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assert):
         return None
-    decomposer = _Decomposer()
-    try:
-        test = decomposer.visit(tree.body[0].test)
-    except RecursionError:
+    original = tree.body[0].test
+    decomposer = _decomposer_for(original, TRUSTED_NAMES)
+    if decomposer is not None and not decomposer.calls:
+        # An assertion that, as written, never calls into the candidate can only be about a
+        # builtin name the candidate rebinds (MBPP 126 defines its own ``sum``): ask the child
+        # for those calls. Checks that do call the candidate keep builtins trusted, so a
+        # candidate-defined ``abs`` or ``sorted`` cannot rewrite the verdict.
+        called = frozenset(n.func.id for n in ast.walk(original)
+                           if isinstance(n, ast.Call) and isinstance(n.func, ast.Name))
+        if called & TRUSTED_NAMES:
+            decomposer = _decomposer_for(ast.parse(source).body[0].test,  # type: ignore[attr-defined]
+                                         TRUSTED_NAMES - called)
+    if decomposer is None:
         return None
-    if not decomposer.ok or _untrusted_names(test):
-        return None
+    test = decomposer.result
+    assert test is not None
     expected: list[tuple[int, CodeType]] = []
     for node in ast.walk(test):
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
@@ -227,6 +241,18 @@ def _decompose(source: str) -> tuple[tuple[str, ...], CodeType, tuple[tuple[int,
     except (SyntaxError, ValueError, RecursionError):
         return None
     return tuple(decomposer.calls), program, tuple(expected)
+
+
+def _decomposer_for(test: ast.expr, trusted: frozenset[str]) -> _Decomposer | None:
+    """Run the decomposition; None when the assertion cannot be graded on the trusted side."""
+    decomposer = _Decomposer(trusted)
+    try:
+        decomposer.result = decomposer.visit(test)
+    except RecursionError:
+        return None
+    if not decomposer.ok or _untrusted_names(decomposer.result, trusted):
+        return None
+    return decomposer
 
 
 def _is_placeholder(node: ast.AST) -> bool:
@@ -253,7 +279,7 @@ def strict_equal(actual: Any, expected: Any, tolerance: float | None = None) -> 
                                                       abs_tol=tolerance)
     if kind is list or kind is tuple:
         return len(actual) == len(expected) and all(
-            strict_equal(a, e, tolerance) for a, e in zip(actual, expected))
+            strict_equal(a, e, tolerance) for a, e in zip(actual, expected, strict=False))
     if kind is dict:
         if len(actual) != len(expected):
             return False
@@ -342,7 +368,8 @@ def judge(
     for frame in frames:
         kind, index = frame.get("t"), frame.get("i")
         if kind == "load":
-            load = load or frame
+            if load is None:
+                load = frame
         elif type(index) is not int:
             continue
         elif kind == "stmt":
@@ -373,13 +400,13 @@ def judge(
         elif load.get("ok") is not True:
             failure = _failure(cp, _kind(load.get("kind")), str(load.get("msg", "")))
         elif cp.mode == "child":
-            frame = stmt.get(cp.index)
-            if frame is None:
+            reported = stmt.get(cp.index)
+            if reported is None:
                 failure = missing(cp)
-            elif frame.get("ok") is True:
+            elif reported.get("ok") is True:
                 failure = None
             else:
-                failure = _failure(cp, _kind(frame.get("kind")), str(frame.get("msg", "")))
+                failure = _failure(cp, _kind(reported.get("kind")), str(reported.get("msg", "")))
         else:
             failure = _judge_trusted(cp, calls, float_tolerance, missing)
         if failure is None:
@@ -394,7 +421,7 @@ def judge(
 
 
 def _kind(value: Any) -> FailureKind:
-    return value if value in ("assertion", "exception", "syntax") else "exception"  # type: ignore[no-any-return]
+    return value if value in ("assertion", "exception", "syntax") else "exception"
 
 
 def _failure(cp: CheckPlan, kind: FailureKind, message: str) -> Failure:
@@ -404,6 +431,13 @@ def _failure(cp: CheckPlan, kind: FailureKind, message: str) -> Failure:
     if kind == "assertion" and message in ("", "AssertionError"):
         message = "assertion failed"
     return Failure(cp.index, cp.text, kind, _clip(message, 500))
+
+
+def _decode_value(data: Any) -> Any:
+    # Imported here, not at the top: agentenv.sandbox imports this module.
+    from agentenv.sandbox._wire import decode_value
+
+    return decode_value(data)
 
 
 def _judge_trusted(cp: CheckPlan, calls: Mapping[tuple[int, int], Mapping[str, Any]],
@@ -421,7 +455,7 @@ def _judge_trusted(cp: CheckPlan, calls: Mapping[tuple[int, int], Mapping[str, A
                 raise _CallFailed("type", str(frame.get("msg", "object")))
             raise _CallFailed(_kind(frame.get("kind")), str(frame.get("msg", "")))
         try:
-            values[j] = decode_value(frame["v"])
+            values[j] = _decode_value(frame["v"])
         except (ValueError, TypeError, OverflowError, RecursionError):
             raise _CallFailed("exception", "its result arrived malformed") from None
         return values[j]
@@ -435,7 +469,7 @@ def _judge_trusted(cp: CheckPlan, calls: Mapping[tuple[int, int], Mapping[str, A
     try:
         ok = bool(eval(cp.program, namespace))
     except _Missing:
-        return missing(cp)  # type: ignore[no-any-return]
+        return missing(cp)
     except _CallFailed as exc:
         j = _failing_call(cp, calls)
         call = cp.calls[j] if j is not None else "the call"
@@ -475,7 +509,7 @@ def _expected_type(cp: CheckPlan, j: int | None, namespace: dict[str, Any]) -> s
 def _judge_stdio(cp: CheckPlan, frame: Mapping[str, Any] | None, missing: Any) -> Failure | None:
     assert isinstance(cp.check, StdioCase)
     if frame is None:
-        return missing(cp)  # type: ignore[no-any-return]
+        return missing(cp)
     out = frame.get("out")
     if type(out) is not str:
         return _failure(cp, "exception", "the program's output did not arrive")

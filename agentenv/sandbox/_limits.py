@@ -40,7 +40,7 @@ class Limits:
     file_size: int | None = 32 * 1024**2
     open_files: int | None = 256
     max_output: int = 64 * 1024  # bytes of stdout and of stderr kept in the RunResult
-    max_result_bytes: int = 64 * 1024**2  # bytes read from the result channel
+    max_result_bytes: int = 16 * 1024**2  # bytes read from the result channel
 
     def for_child(self, timeout: float, *, nproc: bool) -> dict[str, Any]:
         """The ``limits`` entry of a job (what the child applies before running anything)."""

@@ -24,6 +24,7 @@ points on checks the trusted side judges.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import io
 import os
 import sys
@@ -74,7 +75,7 @@ def apply_limits(limits: dict[str, Any]) -> None:
         if value is None or which is None:
             continue
         try:
-            soft, hard = resource.getrlimit(which)
+            _soft, hard = resource.getrlimit(which)
             new = int(value)
             if hard != resource.RLIM_INFINITY:
                 new = min(new, hard)
@@ -189,7 +190,8 @@ def _stdin_fd(data: bytes) -> int:
     else:  # pragma: no cover - non-Linux
         import tempfile
 
-        fd = os.dup(tempfile.TemporaryFile().fileno())
+        with tempfile.TemporaryFile() as handle:
+            fd = os.dup(handle.fileno())
     view = memoryview(data)
     while view:
         view = view[_os_write(fd, view):]
@@ -223,14 +225,10 @@ def _run_stdio(index: int, code: str, stdin: str, chan: _Channel) -> None:
             pass
         except BaseException as exc:
             status = (_kind(exc) + "\n" + _message(exc)).encode("utf-8", "replace")
-        try:
+        with contextlib.suppress(BaseException):
             sys.stdout.flush()
-        except BaseException:
-            pass
-        try:
+        with contextlib.suppress(BaseException):
             _os_write(st_w, status[:4096])
-        except BaseException:
-            pass
         _os_exit(0)
     _os_close(in_fd)
     _os_close(out_w)

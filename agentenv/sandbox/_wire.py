@@ -49,7 +49,7 @@ class NotPlainData(Exception):
 
 def _type_label(value: Any) -> str:
     try:
-        return type.__dict__["__qualname__"].__get__(type(value))  # type: ignore[no-any-return]
+        return str(type.__dict__["__qualname__"].__get__(type(value)))
     except Exception:  # pragma: no cover - a class whose name cannot be read
         return "object"
 

@@ -1,0 +1,453 @@
+"""The pool of fork-server workers that ``run_tests`` uses behind the scenes.
+
+:class:`SandboxPool` keeps up to ``size`` workers (default: the number of cores). A caller takes
+an idle worker, sends one job, waits for its raw observations (:class:`RawRun`) and gives it
+back, so threads and asyncio callers (through a thread) share it safely. A worker found dead is
+replaced; a run whose worker died mid-flight is retried once on a fresh worker and then raises
+``SandboxError``: an infrastructure fault is never silently scored 0.
+
+Workers are started from one long-lived thread, because bubblewrap's ``--die-with-parent``
+(``PR_SET_PDEATHSIG``) fires when the *thread* that forked it exits. ``close()`` is idempotent
+and also runs at interpreter exit; if the interpreter is killed outright, the kernel kills the
+workers through that same death signal.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import contextlib
+import json
+import os
+import queue
+import select
+import shutil
+import stat
+import struct
+import subprocess
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from agentenv.errors import ConfigError, IsolationUnavailable, SandboxError
+from agentenv.sandbox import _isolation
+from agentenv.sandbox._limits import Limits, scrubbed_env
+
+__all__ = ["PREPARED_RUNS", "RawRun", "SandboxPool", "WorkerDied", "default_pool", "shutdown_default_pool"]
+
+log = structlog.get_logger()
+
+STARTUP_TIMEOUT = 30.0  # seconds for a worker to come up (bwrap + imports on a loaded box)
+PREPARED_RUNS = 2  # runs each worker keeps forked and isolated ahead of their jobs
+BACKSTOP = 5.0  # seconds past a run's timeout before the worker itself is presumed wedged
+_HEADER = struct.Struct(">I")
+
+
+@dataclass(frozen=True)
+class RawRun:
+    """What the process layer observed for one run; judged later by :mod:`agentenv.grading`."""
+
+    result: bytes
+    stdout: str
+    stderr: str
+    timed_out: bool
+    seconds: float
+    died: str | None
+    isolation: str
+
+
+def _b64(text: Any) -> bytes:
+    try:
+        return base64.b64decode(str(text), validate=True)
+    except ValueError:
+        raise WorkerDied("the worker sent a malformed result") from None
+
+
+class WorkerDied(Exception):
+    """The worker process vanished or broke protocol (internal; becomes SandboxError)."""
+
+
+class _Spawner:
+    """A daemon thread that owns every worker's creation (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name="agentenv-sandbox-spawner",
+                                        daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            item = self._jobs.get()
+            if item is None:
+                return
+            make, future = item
+            try:
+                future.set_result(make())
+            except BaseException as exc:
+                future.set_exception(exc)
+
+    def call(self, make: Callable[[], Any]) -> Any:
+        future: Future[Any] = Future()
+        self._jobs.put((make, future))
+        return future.result()
+
+
+_spawner: _Spawner | None = None
+_spawner_lock = threading.Lock()
+
+
+def _get_spawner() -> _Spawner:
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None or not _spawner._thread.is_alive():
+            _spawner = _Spawner()
+        return _spawner
+
+
+class _WorkerHandle:
+    """The parent's end of one worker process."""
+
+    def __init__(self, level: str) -> None:
+        self.level = level
+        self._next_id = 0
+        self.host_dir: str | None = None
+        if level == "strict":
+            bwrap = _isolation.bwrap_path()
+            if bwrap is None:
+                raise IsolationUnavailable("bubblewrap (bwrap) is not installed")
+            config = {"namespaces": True, "prepared": PREPARED_RUNS,
+                      "workroot": _isolation.INSIDE_WORKROOT,
+                      "wipe": ["/dev/shm"]}
+            argv = _isolation.bwrap_command(bwrap, json.dumps(config))
+            env: dict[str, str] = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+            cwd = "/"
+        else:
+            self.host_dir = tempfile.mkdtemp(prefix="agentenv-sandbox-")
+            config = {"namespaces": False, "prepared": PREPARED_RUNS, "workroot": self.host_dir,
+                      "parent_pid": os.getpid()}
+            argv = _isolation.plain_command(json.dumps(config))
+            env = scrubbed_env(self.host_dir)
+            cwd = self.host_dir
+
+        def start() -> subprocess.Popen[bytes]:
+            return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL, env=env, cwd=cwd,
+                                    start_new_session=True, close_fds=True)
+
+        self.proc: subprocess.Popen[bytes] = _get_spawner().call(start)
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._out = self.proc.stdout.fileno()
+        self._in = self.proc.stdin.fileno()
+        self._poll = select.poll()
+        self._poll.register(self._out, select.POLLIN)
+        try:
+            ready = self._read(time.monotonic() + STARTUP_TIMEOUT)
+        except WorkerDied as exc:
+            self.close()
+            raise SandboxError(f"a {level} sandbox worker failed to start: {exc}") from None
+        if not ready.get("ready"):
+            self.close()
+            raise SandboxError(f"a {level} sandbox worker sent {ready!r} instead of ready")
+        if level == "strict" and not ready.get("namespaces"):
+            self.close()
+            raise IsolationUnavailable(
+                "bubblewrap runs but nested user/pid namespaces are refused inside it "
+                "(check kernel.unprivileged_userns_clone / user.max_user_namespaces)")
+
+    @property
+    def workdir(self) -> str:
+        """The run's work directory as the candidate sees it (emptied after every run)."""
+        root = self.host_dir if self.host_dir is not None else _isolation.INSIDE_WORKROOT
+        return os.path.join(root, "run")
+
+    def child_env(self) -> dict[str, str]:
+        """The candidate's environment: empty when strict, scrubbed from ours in the fallback."""
+        if self.host_dir is None:
+            return {}
+        return scrubbed_env(self.workdir)
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def run(self, job: dict[str, Any], timeout: float, limits: Limits) -> RawRun:
+        """Send one job (with this worker's work dir and child environment) and await the reply."""
+        self._next_id += 1
+        header = json.dumps({"op": "run", "id": self._next_id, "timeout": timeout,
+                             "max_output": limits.max_output,
+                             "max_result": limits.max_result_bytes}).encode("utf-8")
+        payload = json.dumps({**job, "workdir": self.workdir, "env": self.child_env()}).encode("utf-8")
+        try:
+            self._write(_HEADER.pack(len(header)) + header + _HEADER.pack(len(payload)) + payload)
+        except OSError as exc:
+            raise WorkerDied(f"could not send the job ({exc})") from None
+        reply = self._read(time.monotonic() + timeout + BACKSTOP)
+        if reply.get("id") != self._next_id:
+            raise WorkerDied("the worker answered out of turn")
+        if "error" in reply:
+            raise WorkerDied(str(reply["error"]))
+        return RawRun(
+            result=_b64(reply.get("result", "")),
+            stdout=str(reply.get("stdout", "")), stderr=str(reply.get("stderr", "")),
+            timed_out=bool(reply.get("timed_out")), seconds=float(reply.get("seconds", 0.0)),
+            died=reply.get("died"), isolation=self.level,
+        )
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._in, view):]
+
+    def _read(self, deadline: float) -> dict[str, Any]:
+        header = self._read_exact(_HEADER.size, deadline)
+        body = self._read_exact(_HEADER.unpack(header)[0], deadline)
+        try:
+            message = json.loads(body)
+        except ValueError:
+            raise WorkerDied("the worker sent a malformed reply") from None
+        if not isinstance(message, dict):
+            raise WorkerDied("the worker sent a malformed reply")
+        return message
+
+    def _read_exact(self, n: int, deadline: float) -> bytes:
+        parts: list[bytes] = []
+        got = 0
+        while got < n:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.kill()
+                raise WorkerDied("the worker did not answer in time")
+            if not self._poll.poll(remaining * 1000):
+                continue
+            chunk = os.read(self._out, min(n - got, 1 << 20))
+            if not chunk:
+                raise WorkerDied(f"the worker exited (status {self.proc.poll()})")
+            parts.append(chunk)
+            got += len(chunk)
+        return b"".join(parts)
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            self.proc.kill()
+
+    def close(self) -> None:
+        """Ask the worker to exit, then make sure it did; never raises."""
+        try:
+            if self.proc.poll() is None and self.proc.stdin is not None:
+                self.proc.stdin.close()  # EOF: the worker leaves its loop
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.proc.wait(timeout=1.0)
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait(timeout=5.0)
+        except (OSError, subprocess.SubprocessError):
+            pass
+        finally:
+            for stream in (self.proc.stdin, self.proc.stdout):
+                try:
+                    if stream is not None:
+                        stream.close()
+                except OSError:
+                    pass
+            if self.host_dir is not None:
+                remove_tree(self.host_dir)
+
+
+class SandboxPool:
+    """Fork-server workers at one isolation level, shared by threads and asyncio callers.
+
+    ``isolation=None`` picks the best level available (strict when bubblewrap works, else the
+    rlimits fallback with a one-time warning); ``"strict"`` requires it and raises
+    ``IsolationUnavailable`` otherwise; ``"rlimits"`` forces the fallback.
+    """
+
+    def __init__(self, size: int | None = None, isolation: str | None = None) -> None:
+        if isolation is not None and isolation not in _isolation.ISOLATION_LEVELS:
+            raise ConfigError(f"isolation must be one of {_isolation.ISOLATION_LEVELS} or None, "
+                              f"got {isolation!r}")
+        if size is not None and size < 1:
+            raise ConfigError(f"a sandbox pool needs at least one worker, got size={size}")
+        self.size = size or max(1, os.cpu_count() or 1)
+        self._idle: queue.LifoQueue[_WorkerHandle] = queue.LifoQueue()
+        self._workers: set[_WorkerHandle] = set()
+        self._lock = threading.Lock()
+        self._slots = threading.Semaphore(self.size)
+        self._closed = False
+        self._pid = os.getpid()
+        self.level = self._resolve(isolation)
+        atexit.register(_close_ref, weakref.ref(self))
+
+    def _resolve(self, isolation: str | None) -> str:
+        if isolation == "rlimits":
+            return "rlimits"
+        try:
+            worker = _WorkerHandle("strict")
+        except (IsolationUnavailable, SandboxError) as exc:
+            if isolation == "strict":
+                raise IsolationUnavailable(
+                    f"strict isolation is unavailable here: {exc}. Install bubblewrap "
+                    f"(Debian/Ubuntu: apt-get install bubblewrap) and allow unprivileged user "
+                    f"namespaces, or pass isolation=None to accept the rlimits fallback."
+                ) from None
+            _warn_fallback(str(exc))
+            return "rlimits"
+        self._workers.add(worker)
+        self._idle.put(worker)
+        return "strict"
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def run(self, job: dict[str, Any], timeout: float, limits: Limits) -> RawRun:
+        """Run one job on some worker; retry once if the worker dies under it."""
+        if self._closed:
+            raise SandboxError("this sandbox pool is closed; create a new SandboxPool")
+        if os.getpid() != self._pid:
+            raise SandboxError("a SandboxPool cannot be used from a forked child; create a new one")
+        errors = []
+        with self._slots:
+            for _attempt in range(2):
+                worker = self._acquire()
+                try:
+                    raw = worker.run(job, timeout, limits)
+                except WorkerDied as exc:
+                    errors.append(str(exc))
+                    self._discard(worker)
+                    log.warning("sandbox_worker_died", level=self.level, reason=str(exc))
+                    continue
+                self._release(worker)
+                return raw
+        raise SandboxError(
+            "the sandbox worker died twice while running this submission "
+            f"({'; '.join(errors)}); this is an infrastructure fault, not a score")
+
+    def _acquire(self) -> _WorkerHandle:
+        while True:
+            try:
+                worker = self._idle.get_nowait()
+            except queue.Empty:
+                worker = _WorkerHandle(self.level)
+                with self._lock:
+                    self._workers.add(worker)
+                return worker
+            if worker.alive:
+                return worker
+            self._discard(worker)
+
+    def _release(self, worker: _WorkerHandle) -> None:
+        if self._closed:
+            self._discard(worker)
+        else:
+            self._idle.put(worker)
+
+    def _discard(self, worker: _WorkerHandle) -> None:
+        with self._lock:
+            self._workers.discard(worker)
+        worker.close()
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """Pids of the live worker processes (bwrap's pid at the strict level)."""
+        with self._lock:
+            return [w.proc.pid for w in self._workers if w.alive]
+
+    def close(self) -> None:
+        """Stop every worker; safe to call more than once."""
+        if self._closed:
+            return
+        self._closed = True
+        if os.getpid() != self._pid:
+            return  # a forked copy: the workers belong to the parent process
+        with self._lock:
+            workers = list(self._workers)
+            self._workers.clear()
+        for worker in workers:
+            worker.close()
+
+    def __enter__(self) -> SandboxPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def remove_tree(path: str) -> None:
+    """Remove a directory tree even where candidate code made parts of it unwritable."""
+    def fix(_func: Any, failed: str, _exc: Any) -> None:
+        for target in (os.path.dirname(failed), failed):
+            with contextlib.suppress(OSError):
+                os.chmod(target, stat.S_IRWXU)
+        try:
+            if os.path.isdir(failed) and not os.path.islink(failed):
+                shutil.rmtree(failed, ignore_errors=True)
+            else:
+                os.unlink(failed)
+        except OSError:
+            pass
+
+    if os.path.lexists(path):
+        shutil.rmtree(path, onerror=fix)
+
+
+def _close_ref(ref: weakref.ref[SandboxPool]) -> None:
+    pool = ref()
+    if pool is not None:
+        pool.close()
+
+
+_warned = False
+
+
+def _warn_fallback(reason: str) -> None:
+    global _warned
+    if not _warned:
+        _warned = True
+        log.warning("sandbox_isolation_fallback", level="rlimits", reason=reason,
+                    hint="install bubblewrap for strict isolation (no network, private fs)")
+
+
+_default: SandboxPool | None = None
+_default_lock = threading.Lock()
+
+
+def default_pool() -> SandboxPool:
+    """The process-wide pool ``run_tests`` uses (created on first use).
+
+    ``AGENTENV_SANDBOX_ISOLATION`` (``strict``/``rlimits``) and ``AGENTENV_SANDBOX_WORKERS``
+    configure it.
+    """
+    global _default
+    with _default_lock:
+        if _default is None or _default.closed or _default._pid != os.getpid():
+            isolation = os.environ.get("AGENTENV_SANDBOX_ISOLATION") or None
+            workers = os.environ.get("AGENTENV_SANDBOX_WORKERS")
+            _default = SandboxPool(size=int(workers) if workers else None, isolation=isolation)
+        return _default
+
+
+def shutdown_default_pool() -> None:
+    """Close the process-wide pool (a new one starts on the next ``run_tests``)."""
+    global _default
+    with _default_lock:
+        if _default is not None:
+            _default.close()
+            _default = None
+
+
+def _forget_after_fork() -> None:
+    global _default, _spawner
+    _default = None  # the child must not talk to the parent's workers
+    _spawner = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)

