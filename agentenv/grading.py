@@ -15,7 +15,10 @@ A check is graded in one of three ways:
   builtins, and with ``==``/``!=``/``in``/``not in`` replaced by :func:`strict_equal` (same
   exact type, no subclasses, element-wise containers, floats within ``float_tolerance`` when the
   task gives one). Anything that is not plain data fails the check ("returned a Foo, expected
-  int").
+  int"). Builtin names in the assertion (``abs``, ``sorted``, ``len``...) are the trusted
+  side's own, so a candidate that redefines them gains nothing; only an assertion that never
+  calls anything else (MBPP's ``assert sum(10, 15) == 6`` for a task *about* ``sum``) sends
+  those calls to the child.
 - **stdio** (:class:`~agentenv.tasks.schema.StdioCase`): the child runs the candidate as a
   program with the case's stdin and returns what it wrote to stdout; the expected output never
   leaves this process; the comparison ignores trailing spaces on each line and trailing newlines.

@@ -34,15 +34,14 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-import structlog
-
 from agentenv.errors import ConfigError, IsolationUnavailable, SandboxError
+from agentenv.log import get_logger
 from agentenv.sandbox import _isolation
 from agentenv.sandbox._limits import Limits, scrubbed_env
 
 __all__ = ["PREPARED_RUNS", "RawRun", "SandboxPool", "WorkerDied", "default_pool", "shutdown_default_pool"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 STARTUP_TIMEOUT = 30.0  # seconds for a worker to come up (bwrap + imports on a loaded box)
 PREPARED_RUNS = 2  # runs each worker keeps forked and isolated ahead of their jobs
@@ -137,9 +136,13 @@ class _WorkerHandle:
             env = scrubbed_env(self.host_dir)
             cwd = self.host_dir
 
+        # The worker's own stderr (bubblewrap's complaints, a crash) goes to an unlinked file
+        # that startup errors quote; candidate output never goes there.
+        self._errors = tempfile.TemporaryFile()  # noqa: SIM115 - open as long as the worker
+
         def start() -> subprocess.Popen[bytes]:
             return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.DEVNULL, env=env, cwd=cwd,
+                                    stderr=self._errors, env=env, cwd=cwd,
                                     start_new_session=True, close_fds=True)
 
         self.proc: subprocess.Popen[bytes] = _get_spawner().call(start)
@@ -151,8 +154,9 @@ class _WorkerHandle:
         try:
             ready = self._read(time.monotonic() + STARTUP_TIMEOUT)
         except WorkerDied as exc:
+            said = self._stderr_tail()
             self.close()
-            raise SandboxError(f"a {level} sandbox worker failed to start: {exc}") from None
+            raise SandboxError(f"a {level} sandbox worker failed to start: {exc}{said}") from None
         if not ready.get("ready"):
             self.close()
             raise SandboxError(f"a {level} sandbox worker sent {ready!r} instead of ready")
@@ -161,6 +165,14 @@ class _WorkerHandle:
             raise IsolationUnavailable(
                 "bubblewrap runs but nested user/pid namespaces are refused inside it "
                 "(check kernel.unprivileged_userns_clone / user.max_user_namespaces)")
+
+    def _stderr_tail(self) -> str:
+        try:
+            self._errors.seek(0)
+            text = self._errors.read()[-2000:].decode("utf-8", "replace").strip()
+        except (OSError, ValueError):
+            return ""
+        return f"; it said: {text}" if text else ""
 
     @property
     def workdir(self) -> str:
@@ -259,6 +271,8 @@ class _WorkerHandle:
                     pass
             if self.host_dir is not None:
                 remove_tree(self.host_dir)
+            with contextlib.suppress(OSError):
+                self._errors.close()
 
 
 class SandboxPool:
