@@ -30,7 +30,9 @@ from __future__ import annotations
 import difflib
 import functools
 import hashlib
+import os
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,6 +130,45 @@ def _compile(env: jinja2.Environment, filename: str, path: str, source: str
     return cached
 
 
+# What a Prompts() loaded, by search path, with the stat fingerprint of every candidate file:
+# the next Prompts() on the same folders reuses it while no candidate was added, removed or
+# changed (rollouts build one env per episode in flight; re-reading the templates each time
+# sat on the event loop between model calls). File times have a coarse clock, so an edit in
+# the same tick as the read could keep the fingerprint: files changed in the last seconds are
+# never cached, only re-read (git's "racy clean" rule).
+_Loaded = tuple[dict[str, jinja2.Template], dict[str, str], dict[str, str]]
+_LOADED: dict[tuple[str, ...], tuple[tuple[Any, ...], _Loaded]] = {}
+_SETTLED_NS = 2_000_000_000
+
+
+def _fingerprint(search: tuple[str, ...]) -> tuple[tuple[Any, ...], bool]:
+    """A stat fingerprint of every file a template could be loaded from (None: missing), and
+    whether all of them are old enough for the fingerprint to be trusted."""
+    out: list[Any] = []
+    settled = True
+    recent = time.time_ns() - _SETTLED_NS
+    for path in _candidates(search):
+        try:
+            st = os.stat(path)
+        except OSError:
+            out.append(None)
+        else:
+            out.append((st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino))
+            settled = settled and max(st.st_mtime_ns, st.st_ctime_ns) < recent
+    return tuple(out), settled
+
+
+@functools.lru_cache(maxsize=64)
+def _candidates(search: tuple[str, ...]) -> tuple[str, ...]:
+    """Every path a template could be loaded from, in search order."""
+    return tuple(os.path.join(folder, name + ".j2") for name in TEMPLATE_NAMES for folder in search)
+
+
+@functools.cache
+def _packaged_dir() -> Path:
+    return data_dir("prompts")
+
+
 _UNDEFINED_NAME = re.compile(r"'([^']+)' is undefined|has no attribute '([^']+)'")
 
 
@@ -144,7 +185,7 @@ class Prompts:
             raise ConfigError("max_failures must be >= 1 and max_chars >= 40")
         self.max_failures = max_failures
         self.max_chars = max_chars
-        self.packaged_dir = data_dir("prompts")
+        self.packaged_dir = _packaged_dir()
         self.prompts_dir = Path(prompts_dir).expanduser() if prompts_dir is not None else None
         search = [str(self.packaged_dir)]
         if self.prompts_dir is not None:
@@ -155,16 +196,24 @@ class Prompts:
                 )
             search.insert(0, str(self.prompts_dir))
             self._warn_unknown_files()
-        self._env = _environment(tuple(search))
-        self._templates: dict[str, jinja2.Template] = {}
-        self._files: dict[str, str] = {}
-        ids: dict[str, str] = {}
-        for name in TEMPLATE_NAMES:
-            template, source, filename = self._load(name)
-            self._templates[name] = template
-            self._files[name] = filename
-            ids[name] = f"{name}@{hashlib.sha256(source.encode('utf-8')).hexdigest()[:8]}"
-        self.template_ids: Mapping[str, str] = ids
+        key = tuple(search)
+        self._env = _environment(key)
+        fingerprint, settled = _fingerprint(key)
+        cached = _LOADED.get(key)
+        if settled and cached is not None and cached[0] == fingerprint:
+            templates, files, ids = cached[1]
+        else:
+            templates, files, ids = {}, {}, {}
+            for name in TEMPLATE_NAMES:
+                template, source, filename = self._load(name)
+                templates[name] = template
+                files[name] = filename
+                ids[name] = f"{name}@{hashlib.sha256(source.encode('utf-8')).hexdigest()[:8]}"
+            if settled:
+                _LOADED[key] = (fingerprint, (templates, files, ids))
+        self._templates: dict[str, jinja2.Template] = dict(templates)
+        self._files: dict[str, str] = dict(files)
+        self.template_ids: Mapping[str, str] = dict(ids)
 
     # -- loading ------------------------------------------------------------------------------
     def _warn_unknown_files(self) -> None:

@@ -13,18 +13,23 @@ What it owns:
   a crude regex tokenizer keeps counting and an error is logged.
 - ``TokenCounter``: counts text and chat messages with any tokenizer. A chat message costs its
   content tokens plus ``per_message`` tokens of chat-format overhead (role and delimiters).
+  With a tiktoken encoding (or the regex fallback), whose counts depend on the text alone,
+  recent counts are remembered per tokenizer: every episode opens with the same system
+  message and, across samples, the same task message, and rollouts reset an env per episode.
 
 What it leaves out: keeping totals (``agentenv.envs.conversation`` adds up each message once).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
 import re
 import tempfile
 import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -225,6 +230,25 @@ def clear_tokenizer_cache() -> None:
         _get_tokenizer_cached.cache_clear()
 
 
+_COUNT_CACHE_ENTRIES = 1024   # texts remembered per tokenizer (oldest forgotten first)
+_COUNT_CACHE_MAX_CHARS = 16_384  # longer texts are counted every time
+_count_caches: weakref.WeakKeyDictionary[Any, dict[str, int]] = weakref.WeakKeyDictionary()
+_count_caches_lock = threading.Lock()
+
+
+def _shared_count_cache(tokenizer: Any) -> dict[str, int] | None:
+    """The count cache shared by every counter of ``tokenizer``; None unless its counts are
+    known to depend on the text alone (tiktoken encodings, the regex fallback)."""
+    kind = type(tokenizer)
+    if kind is not ApproximateTokenizer and not kind.__module__.startswith("tiktoken"):
+        return None
+    with _count_caches_lock:
+        try:
+            return _count_caches.setdefault(tokenizer, {})
+        except TypeError:  # not weak-referenceable
+            return None
+
+
 def _tokenizer_name(tokenizer: Any) -> str:
     for attribute in ("name", "name_or_path"):
         value = getattr(tokenizer, attribute, None)
@@ -262,10 +286,24 @@ class TokenCounter:
         # tiktoken's encode() raises on special-token text; encode_ordinary() does not.
         ordinary = getattr(tokenizer, "encode_ordinary", None)
         self._encode = ordinary if callable(ordinary) else tokenizer.encode
+        self._cache = _shared_count_cache(tokenizer)
 
     def count(self, text: str) -> int:
         """Tokens of ``text`` alone."""
-        return len(self._encode(text)) if text else 0
+        if not text:
+            return 0
+        cache = self._cache
+        if cache is None or len(text) > _COUNT_CACHE_MAX_CHARS:
+            return len(self._encode(text))
+        n = cache.get(text)
+        if n is None:
+            n = len(self._encode(text))
+            if len(cache) >= _COUNT_CACHE_ENTRIES:
+                # Forget the oldest; another thread may be at it too, which is harmless.
+                with contextlib.suppress(StopIteration, RuntimeError):
+                    cache.pop(next(iter(cache)), None)
+            cache[text] = n
+        return n
 
     def count_message(self, content: str) -> int:
         """Tokens one chat message adds to a conversation: content plus format overhead."""

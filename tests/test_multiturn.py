@@ -235,6 +235,18 @@ def test_redact_secrets_replaces_every_secret_value() -> None:
     assert redact_secrets("x abcdefgh1234 y abcdefgh1234", secrets) == "x [redacted] y [redacted]"
 
 
+def test_secret_values_follow_the_process_environment_as_it_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A secret set, changed or removed after an earlier call is seen by the next one."""
+    monkeypatch.delenv("AGENTENV_TEST_SECRET", raising=False)
+    before = secret_values()
+    monkeypatch.setenv("AGENTENV_TEST_SECRET", "first-value-123")
+    assert "first-value-123" in secret_values() and "first-value-123" not in before
+    monkeypatch.setenv("AGENTENV_TEST_SECRET", "second-value-456")
+    assert "second-value-456" in secret_values() and "first-value-123" not in secret_values()
+    monkeypatch.delenv("AGENTENV_TEST_SECRET")
+    assert secret_values() == before
+
+
 def test_long_failure_messages_are_truncated_with_a_visible_marker() -> None:
     """A 20,000-character exception message reaches the feedback cut, with a marker."""
     noisy = "```python\ndef add(a, b):\n    raise ValueError('x' * 20000)\n```"

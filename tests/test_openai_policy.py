@@ -279,6 +279,40 @@ def test_the_lean_transport_reads_chunked_bodies_and_closed_connections(chunked:
     assert answers == [answers[0]] * 3 and "return a + b" in answers[0]
 
 
+def test_a_pooled_connection_the_server_dropped_is_replaced_transparently(unused_port: int) -> None:
+    """A keep-alive connection closed while idle (a restarted server) is replaced, not an error."""
+    policy = fast(f"http://127.0.0.1:{unused_port}/v1", transport="lean", max_retries=0)
+
+    async def main() -> list[str]:
+        answers: list[str] = []
+        try:
+            with ChatServer([SOLUTION], port=unused_port):
+                answers.append(await policy.acall(OBS))
+            with ChatServer([SOLUTION], port=unused_port) as restarted:
+                answers.append(await policy.acall(OBS))  # the pooled connection is dead by now
+                assert len(restarted.chat_requests) == 1
+        finally:
+            await policy.aclose()
+        return answers
+
+    answers = asyncio.run(main())
+    assert len(answers) == 2 and all("return a + b" in a for a in answers)
+
+
+def test_the_lean_transport_resolves_a_host_name() -> None:
+    """http://localhost:PORT works whichever address family localhost resolves to first."""
+    with ChatServer([SOLUTION]) as s:
+        policy = fast(f"http://localhost:{s.port}/v1", transport="lean")
+
+        async def main() -> str:
+            try:
+                return await policy.acall(OBS)
+            finally:
+                await policy.aclose()
+
+        assert "return a + b" in asyncio.run(main())
+
+
 def test_an_unreachable_server_is_retried_then_reported(unused_port: int) -> None:
     """Connection refused is transient: retried, then a PolicyCallError saying to check the server."""
     policy = fast(f"http://127.0.0.1:{unused_port}/v1", max_retries=1)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import agentenv.prompts as prompts_module
 from agentenv.errors import ConfigError, TemplateError
 from agentenv.prompts import TEMPLATE_NAMES, Prompts, truncate_middle
 from agentenv.sandbox.result import Failure
@@ -150,6 +152,39 @@ def test_template_ids_change_when_the_content_changes(tmp_path: Path) -> None:
     assert Prompts(tmp_path).template_ids["system"] == first
     (tmp_path / "system.j2").write_text("Be verbose.", encoding="utf-8")
     assert Prompts(tmp_path).template_ids["system"] != first
+
+
+def test_a_template_rewritten_at_once_with_the_same_length_is_picked_up(tmp_path: Path) -> None:
+    """An edit within the file clock's resolution (same size, maybe same mtime) is never missed."""
+    path = tmp_path / "system.j2"
+    ids = []
+    for text in ("Be terse.", "Be tense.", "Be terse."):
+        path.write_text(text, encoding="utf-8")
+        ids.append(Prompts(tmp_path).template_ids["system"])
+        assert Prompts(tmp_path).system() == text
+    assert ids[0] != ids[1] and ids[0] == ids[2]
+
+
+def test_settled_templates_are_read_once_and_reloaded_when_a_file_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unchanged template files are not re-read per Prompts(); an edit or a new override is seen."""
+    monkeypatch.setattr(prompts_module, "_SETTLED_NS", -10**18)  # every file counts as settled
+    loads: list[str] = []
+    original = Prompts._load
+
+    def counting(self: Prompts, name: str) -> Any:
+        loads.append(name)
+        return original(self, name)
+
+    monkeypatch.setattr(Prompts, "_load", counting)
+    (tmp_path / "system.j2").write_text("One.", encoding="utf-8")
+    assert [Prompts(tmp_path).system() for _ in range(3)] == ["One."] * 3
+    assert len(loads) == len(TEMPLATE_NAMES)
+    (tmp_path / "system.j2").write_text("Two, longer.", encoding="utf-8")
+    assert Prompts(tmp_path).system() == "Two, longer."
+    (tmp_path / "task.j2").write_text("Task {{ task_name }}", encoding="utf-8")
+    assert Prompts(tmp_path).task(TASK) == "Task add"
+    assert len(loads) == 3 * len(TEMPLATE_NAMES)
 
 
 @given(st.text(max_size=3000), st.integers(min_value=40, max_value=1000))

@@ -161,6 +161,26 @@ def test_counter_accepts_any_object_with_encode() -> None:
     assert counter.count("") == 0 and counter.name == "chars"
 
 
+def test_counts_are_remembered_only_for_tokenizers_whose_counts_depend_on_the_text_alone() -> None:
+    """A custom tokenizer is asked every time; a tiktoken counter's counts match a fresh encode."""
+    class Growing:
+        """A tokenizer whose count changes between calls: it must never be cached."""
+
+        calls = 0
+
+        def encode(self, text: str) -> list[int]:
+            self.calls += 1
+            return [0] * self.calls
+
+    counter = TokenCounter(Growing())
+    assert [counter.count("same text") for _ in range(3)] == [1, 2, 3]
+    encoding = tiktoken.get_encoding(OFFLINE_ENCODING)
+    first, second = TokenCounter(encoding), TokenCounter(encoding)
+    for text in ("def add(a, b):\n    return a + b", "x" * 20_000, "<|endoftext|> tail"):
+        expected = len(encoding.encode_ordinary(text))
+        assert first.count(text) == second.count(text) == first.count(text) == expected
+
+
 def test_counter_rejects_an_object_without_encode() -> None:
     """Something that cannot encode is a ConfigError saying what to pass."""
     with pytest.raises(ConfigError, match=r"\.encode"):

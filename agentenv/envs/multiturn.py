@@ -60,11 +60,33 @@ _MIN_SECRET_LENGTH = 8
 REDACTED = "[redacted]"
 
 
-def secret_values(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
-    """Values of environment variables whose names look secret (API keys, tokens, passwords)."""
-    env = os.environ if environ is None else environ
-    found = {v for k, v in env.items() if _SECRET_NAME.search(k) and len(v) >= _MIN_SECRET_LENGTH}
+def _scan_secrets(environ: Mapping[str, str]) -> tuple[str, ...]:
+    found = {v for k, v in environ.items() if _SECRET_NAME.search(k) and len(v) >= _MIN_SECRET_LENGTH}
     return tuple(sorted(found, key=len, reverse=True))  # longest first: no partial leftovers
+
+
+# The process environment as last scanned (os.environ's raw dict) and what the scan found.
+# Every reset needs the secrets; comparing two dicts in C costs far less than rescanning.
+_scanned_environ: tuple[dict[Any, Any] | None, tuple[str, ...]] = (None, ())
+
+
+def secret_values(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """Values of environment variables whose names look secret (API keys, tokens, passwords).
+
+    Without ``environ``, the process environment as it is now (a change is seen at once).
+    """
+    global _scanned_environ
+    if environ is not None:
+        return _scan_secrets(environ)
+    raw = getattr(os.environ, "_data", None)  # os.environ's backing dict, where there is one
+    if not isinstance(raw, dict):
+        return _scan_secrets(os.environ)
+    snapshot, secrets = _scanned_environ
+    if snapshot != raw:
+        snapshot = dict(raw)  # taken before the scan: a change in between only forces a rescan
+        secrets = _scan_secrets(os.environ)
+        _scanned_environ = (snapshot, secrets)
+    return secrets
 
 
 def redact_secrets(text: str, secrets: Sequence[str]) -> str:

@@ -293,13 +293,18 @@ def run_rollouts(tasks: Sequence[Task], policy: Any, config: RolloutConfig | Non
                  env_factory: EnvFactory = make_env) -> RolloutResult:
     """Blocking twin of :func:`arun_rollouts` (runs its own event loop)."""
 
-    async def main() -> RolloutResult:
+    results: list[RolloutResult] = []
+
+    async def main() -> None:
         try:
-            return await arun_rollouts(tasks, policy, config, out_dir, on_episode=on_episode,
-                                       on_start=on_start, env_factory=env_factory)
+            results.append(await arun_rollouts(tasks, policy, config, out_dir, on_episode=on_episode,
+                                               on_start=on_start, env_factory=env_factory))
         finally:
             aclose = getattr(policy, "aclose", None)
             if aclose is not None:  # the policy's HTTP client for this loop dies with the loop
                 await aclose()
 
-    return asyncio.run(main())
+    # The result is handed over outside the task: asyncio.run's SIGINT bookkeeping formats the
+    # finished task's repr, result included, and with thousands of trajectories that takes ms.
+    asyncio.run(main())
+    return results[0]
