@@ -40,10 +40,10 @@ from typing import Any
 
 import jinja2
 import jinja2.meta
-import structlog
 
 from agentenv._resources import data_dir
 from agentenv.errors import ConfigError, TemplateError
+from agentenv.log import get_logger
 from agentenv.sandbox.result import Failure
 from agentenv.tasks.schema import Check, StdioCase, Task
 
@@ -224,7 +224,7 @@ class Prompts:
                 continue
             close = difflib.get_close_matches(path.name, known, n=1)
             if close:
-                structlog.get_logger(__name__).warning(
+                get_logger(__name__).warning(
                     "prompt_template_unused", file=str(path),
                     hint=f"did you mean {close[0]}? only {', '.join(known)} are templates",
                 )

@@ -33,7 +33,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-import structlog
+from agentenv.log import get_logger
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -176,7 +176,7 @@ _lock = threading.Lock()
 
 @functools.cache
 def _get_tokenizer_cached(name: str, download_timeout: float) -> Any:
-    log = structlog.get_logger(__name__)
+    log = get_logger(__name__)
     try:
         import tiktoken  # noqa: F401
     except ImportError:  # pragma: no cover - tiktoken is a dependency
@@ -197,7 +197,10 @@ def _get_tokenizer_cached(name: str, download_timeout: float) -> Any:
         try:
             return _load_with_timeout(encoding_name, download_timeout)
         except BaseException as exc:
-            reason = f"{encoding_name} could not be downloaded ({type(exc).__name__}: {exc!s:.200})"
+            # A failed download's text is a long chain of URLs: the warning keeps its start, and
+            # the whole of it goes to debug.
+            log.debug("tokenizer_download_failed", encoding=encoding_name, error=f"{exc!s:.1000}")
+            reason = f"{encoding_name} could not be downloaded ({type(exc).__name__}: {exc!s:.80})"
     else:
         reason = f"{encoding_name} is not cached and downloads are off (AGENTENV_OFFLINE)"
 

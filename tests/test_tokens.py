@@ -102,7 +102,9 @@ def test_a_hanging_download_times_out_and_falls_back_in_a_fresh_process(tmp_path
            if k.lower() not in ("no_proxy", "agentenv_offline", "https_proxy", "http_proxy")}
     env.update(TIKTOKEN_CACHE_DIR=str(tmp_path), HTTPS_PROXY=f"http://127.0.0.1:{proxy.port}",
                HTTP_PROXY=f"http://127.0.0.1:{proxy.port}")
-    code = ("from agentenv.tokens import get_tokenizer\n"
+    code = ("from agentenv.log import configure_logging\n"
+            "configure_logging('warning')\n"
+            "from agentenv.tokens import get_tokenizer\n"
             "print(get_tokenizer('gpt-4o', download_timeout=0.5).name)\n")
     try:
         done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,

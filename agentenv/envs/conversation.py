@@ -32,9 +32,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Literal
 
-import structlog
-
 from agentenv.errors import ConfigError, EnvStateError
+from agentenv.log import get_logger
 from agentenv.tokens import TokenCounter
 
 __all__ = [
@@ -117,7 +116,7 @@ class Conversation:
         self._turn = 0
         self._episodes = 0
         self._checkpoint = (0, 0)
-        self._log = structlog.get_logger(__name__)
+        self._log = get_logger(__name__)
 
     # -- reading ------------------------------------------------------------------------------
     @property

@@ -32,9 +32,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import structlog
-
 from agentenv.errors import ConfigError, PolicyCallError, PolicyError
+from agentenv.log import get_logger
 from agentenv.policies._http import (
     HTTPStatusFailure,
     LeanHTTPClient,
@@ -46,7 +45,7 @@ from agentenv.records import Completion
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "TRANSPORTS", "OpenAIPolicy", "build_messages", "openai_policy"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are an expert Python programmer. Solve the task. Answer with the complete solution "

@@ -18,16 +18,15 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import structlog
-
 from agentenv.errors import MissingDependency
+from agentenv.log import get_logger
 from agentenv.records import Trajectory
 from agentenv.rollout.plan import EpisodeSpec, RolloutConfig, make_env
 from agentenv.tasks.schema import Task
 
 __all__ = ["EpisodeActor", "RayBackend"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 
 def _import_ray() -> Any:

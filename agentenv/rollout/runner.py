@@ -29,9 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import structlog
-
 from agentenv.errors import ConfigError, PolicyCallError, SandboxError
+from agentenv.log import get_logger
 from agentenv.policies.base import policy_model, policy_name
 from agentenv.records import Trajectory
 from agentenv.rollout.episode import arun_episode
@@ -43,7 +42,7 @@ from agentenv.tasks.schema import Task
 __all__ = ["Backend", "EnvFactory", "EnvPool", "EpisodeError", "LocalBackend", "RolloutResult", "arun_rollouts",
            "policy_threads", "run_rollouts", "run_spec"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 # Episode failures that are the infrastructure's, not the run's: record, go on, retry on resume.
 EPISODE_ERRORS: tuple[type[BaseException], ...] = (PolicyCallError, SandboxError)

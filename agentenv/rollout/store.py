@@ -16,15 +16,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-import structlog
-
 from agentenv.errors import ConfigError
+from agentenv.log import get_logger
 from agentenv.records import Trajectory
 
 __all__ = ["CONFIG_FILE", "SUMMARY_FILE", "TRAJECTORIES_FILE", "RunStore", "read_trajectories",
            "write_json_atomic"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 TRAJECTORIES_FILE = "trajectories.jsonl"
 SUMMARY_FILE = "summary.json"
