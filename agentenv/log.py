@@ -65,6 +65,20 @@ class EventLogger:
         self._emit("error", event, {**values, "exc_info": True})
 
 
+class _CurrentStderr:
+    """Writes to whatever ``sys.stderr`` is at the time of writing (it may be swapped later,
+    e.g. by a test runner's capture or a progress bar), never to a stream that was closed."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return sys.stderr.isatty()
+
+
 def get_logger(name: str = "agentenv") -> EventLogger:
     """The logger library modules use: ``log = get_logger(__name__)``."""
     return EventLogger(name if name.startswith("agentenv") else f"agentenv.{name}")
@@ -90,6 +104,6 @@ def configure_logging(level: str = "warning", json: bool = False) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )

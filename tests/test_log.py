@@ -37,3 +37,24 @@ def test_configure_logging_writes_to_stderr_not_stdout() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.stdout == ""
     assert '"event": "hello"' in proc.stderr and '"n": 1' in proc.stderr
+
+
+def test_configured_logging_follows_a_swapped_stderr_and_never_writes_to_a_closed_one() -> None:
+    """After configure_logging, replacing and closing sys.stderr does not break later events."""
+    import io
+    import sys
+
+    from agentenv.log import configure_logging
+
+    original = sys.stderr
+    first, second = io.StringIO(), io.StringIO()
+    try:
+        sys.stderr = first
+        configure_logging("info", json=True)
+        get_logger("agentenv.x").info("one")
+        first.close()
+        sys.stderr = second
+        get_logger("agentenv.x").info("two")
+    finally:
+        sys.stderr = original
+    assert '"event": "two"' in second.getvalue()
