@@ -71,8 +71,8 @@ def _subset(result: RunResult, indices: Sequence[int], checks: Sequence[Check]) 
 
 def _split(task: Task, combined: list[Check], positions: list[int], result: RunResult) -> Scored:
     hidden_idx = list(range(len(task.checks)))
-    hidden = result if len(combined) == len(task.checks) and not positions else \
-        _subset(result, hidden_idx, task.checks)
+    # When every visible check is also hidden, the combined run is exactly the hidden run.
+    hidden = result if len(combined) == len(task.checks) else _subset(result, hidden_idx, task.checks)
     visible = _subset(result, positions, task.visible_checks) if positions else None
     return Scored(hidden=hidden, visible=visible)
 
