@@ -12,6 +12,10 @@ If the conversation were re-counted every step, turn 50 would cost ~50x turn 1's
 env counts each message once, when it is added, so the ratio should stay near 1. For contrast
 the script also times what one full re-count of the turn-50 history costs.
 
+Counting is measured for real: the tokenizer is the tiktoken encoding behind a plain wrapper
+(agentenv caches counts only for tiktoken's own types), and every turn's response differs, so
+neither the steps nor the re-count are served from a count cache.
+
 Prints the median step time at turn 1 and at turn ``--turns``, their ratio, and the re-count.
 """
 
@@ -26,6 +30,7 @@ from agentenv.envs.scoring import Scored
 from agentenv.log import configure_logging
 from agentenv.sandbox.result import Failure, RunResult
 from agentenv.tasks import Task
+from agentenv.tokens import get_tokenizer
 
 TASK = Task(
     name="add_bench",
@@ -34,7 +39,18 @@ TASK = Task(
     checks=tuple(f"assert add({i}, {i + 1}) == {2 * i + 1}" for i in range(8)),
     visible_checks=("assert add(0, 1) == 1",),
 )
-WRONG = "Let me try again.\n\n```python\ndef add(a, b):\n    return a - b\n```"
+WRONG = "Let me try again ({turn}).\n\n```python\ndef add(a, b):\n    return a - b  # try {turn}\n```"
+
+
+class UncachedTokenizer:
+    """A tokenizer agentenv does not cache counts for: every count really encodes."""
+
+    def __init__(self, name: str) -> None:
+        self._encoding = get_tokenizer(name)
+        self.name = f"{getattr(self._encoding, 'name', name)} (uncached)"
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._encoding.encode_ordinary(text))  # type: ignore[attr-defined]
 
 
 class StubGrader:
@@ -59,7 +75,7 @@ class StubGrader:
 
 
 def measure(episodes: int, turns: int, tokenizer: str) -> tuple[list[float], list[float], float, int]:
-    env = MultiTurnCodingEnv(tasks=[TASK], max_turns=turns + 1, tokenizer=tokenizer,
+    env = MultiTurnCodingEnv(tasks=[TASK], max_turns=turns + 1, tokenizer=UncachedTokenizer(tokenizer),
                              grader=StubGrader(TASK))
     first: list[float] = []
     last: list[float] = []
@@ -69,7 +85,7 @@ def measure(episodes: int, turns: int, tokenizer: str) -> tuple[list[float], lis
         obs = env.reset()
         for turn in range(1, turns + 1):
             start = time.perf_counter()
-            obs, _, done, _ = env.step(WRONG)
+            obs, _, done, _ = env.step(WRONG.format(turn=turn))
             elapsed = time.perf_counter() - start
             assert not done
             if turn == 1:
