@@ -1,8 +1,10 @@
-"""Shared pytest setup: every test starts with structlog unconfigured (the library's default)."""
+"""Shared pytest setup: structlog starts unconfigured in every test (the library's default),
+and ``captured_events`` records the structured events a test triggers."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
+from typing import Any
 
 import pytest
 import structlog
@@ -13,3 +15,15 @@ def _unconfigured_structlog() -> Iterator[None]:
     """A test that runs the CLI configures logging; undo it so later tests see the default."""
     yield
     structlog.reset_defaults()
+
+
+@pytest.fixture
+def captured_events() -> Iterator[list[MutableMapping[str, Any]]]:
+    """Structlog events, captured under structlog's default configuration (restored afterwards)."""
+    saved = structlog.get_config()
+    structlog.reset_defaults()
+    try:
+        with structlog.testing.capture_logs() as events:
+            yield events
+    finally:
+        structlog.configure(**saved)

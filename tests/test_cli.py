@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 
 from agentenv.cli import main
 from agentenv.tasks import Task
@@ -15,13 +13,6 @@ from agentenv.tasks.builtin import builtin_tasks
 from agentenv.testing import ChatServer, ScriptedModel
 
 TASKS = builtin_tasks()[:3]
-
-
-@pytest.fixture(autouse=True)
-def restore_logging() -> Iterator[None]:
-    """The CLI configures structlog to write to the (captured) stderr; undo that after each test."""
-    yield
-    structlog.reset_defaults()
 
 
 @pytest.fixture

