@@ -325,6 +325,15 @@ class _CodingAdapter(_SeedOnFirstReset, gymnasium.Env[dict[str, Any], str]):
         super().close()
 
 
+def _native_env(env_class: Any, tasks: Sequence[Task] | str | None, seed: int | None,
+                env_kwargs: dict[str, Any]) -> Any:
+    """Build the native env an adapter wraps, with ``tasks`` given as a list or a set name."""
+    resolved = _resolve_tasks(tasks)
+    if resolved is not None:
+        env_kwargs = {**env_kwargs, "tasks": resolved}
+    return env_class(seed=seed, **env_kwargs)
+
+
 class CodingGymEnv(_CodingAdapter):
     """``CodingEnv`` as a Gymnasium env: one step per episode (a contextual bandit).
 
@@ -339,11 +348,9 @@ class CodingGymEnv(_CodingAdapter):
                  max_action_length: int = DEFAULT_MAX_ACTION_LENGTH, **env_kwargs: Any) -> None:
         from agentenv.envs.coding import CodingEnv
 
-        resolved = _resolve_tasks(tasks)
-        if resolved is not None:
-            env_kwargs["tasks"] = resolved
-        self._setup(CodingEnv(seed=seed, **env_kwargs), seed=seed, render_mode=render_mode,
-                    max_text_length=max_text_length, max_action_length=max_action_length)
+        self._setup(_native_env(CodingEnv, tasks, seed, env_kwargs), seed=seed,
+                    render_mode=render_mode, max_text_length=max_text_length,
+                    max_action_length=max_action_length)
         self.observation_space = spaces.Dict({f: self._text() for f in self._TEXT_FIELDS})
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -386,10 +393,7 @@ class MultiTurnCodingGymEnv(_CodingAdapter):
                  max_action_length: int = DEFAULT_MAX_ACTION_LENGTH, **env_kwargs: Any) -> None:
         from agentenv.envs.multiturn import MultiTurnCodingEnv
 
-        resolved = _resolve_tasks(tasks)
-        if resolved is not None:
-            env_kwargs["tasks"] = resolved
-        env = MultiTurnCodingEnv(seed=seed, **env_kwargs)
+        env = _native_env(MultiTurnCodingEnv, tasks, seed, env_kwargs)
         self._setup(env, seed=seed, render_mode=render_mode, max_text_length=max_text_length,
                     max_action_length=max_action_length)
         self.max_turns = int(env.max_turns)
