@@ -357,3 +357,23 @@ def test_summary_rates_are_ordered_and_bounded(reward_lists: list[list[float]]) 
     assert all(a <= b for a, b in itertools.pairwise(by_turn))
     assert by_turn[-1] == pytest.approx(s["solve_rate"])
     assert 0.0 <= s["mean_reward"] <= 1.0
+
+
+def test_a_run_freezes_older_objects_only_while_it_runs_and_leaves_a_callers_freeze_alone() -> None:
+    """During a run the objects made before it are frozen; afterwards the GC is as it was."""
+    import gc
+
+    seen: list[int] = []
+    policy = ScriptedPolicy(TASKS)
+    config = RolloutConfig(max_turns=1, samples=1)
+    assert gc.get_freeze_count() == 0
+    run_rollouts(TASKS, policy, config, on_episode=lambda *_: seen.append(gc.get_freeze_count()))
+    assert seen and all(n > 0 for n in seen)
+    assert gc.get_freeze_count() == 0
+    gc.freeze()  # a caller's own freeze is kept, not undone by the run
+    try:
+        before = gc.get_freeze_count()
+        run_rollouts(TASKS, policy, config)
+        assert gc.get_freeze_count() >= before
+    finally:
+        gc.unfreeze()

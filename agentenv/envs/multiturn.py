@@ -153,7 +153,10 @@ class _MultiTurnLogic:
         self.prompts = Prompts(prompts_dir)
         self.counter = TokenCounter(tokenizer)
         self._conversation = Conversation(self.counter, token_budget)
-        self._rng = random.Random(seed)
+        # The task sampler, made on first use: most episodes name their task, and seeding a
+        # Mersenne Twister costs more than the rest of building or resetting an env.
+        self._rng: random.Random | None = None
+        self._rng_seed = seed
         self.current_task: Task | None = None
         self.trajectory: Trajectory | None = None
         self._feedback = ""
@@ -186,8 +189,10 @@ class _MultiTurnLogic:
         """
         self._conversation.require("reset")
         if seed is not None:
-            self._rng = random.Random(seed)
+            self._rng, self._rng_seed = None, seed
         if task_index is None:
+            if self._rng is None:
+                self._rng = random.Random(self._rng_seed)
             task = self._rng.choice(self.tasks)
         else:
             if isinstance(task_index, bool) or not isinstance(task_index, int) or \
