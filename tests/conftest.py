@@ -1,13 +1,19 @@
-"""Shared pytest setup: structlog starts unconfigured in every test (the library's default),
-and ``captured_events`` records the structured events a test triggers."""
+"""Shared pytest setup: no test downloads anything (AGENTENV_OFFLINE=1), structlog starts
+unconfigured in every test (the library's default), and ``captured_events`` records the
+structured events a test triggers."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
 import pytest
 import structlog
+
+# Tests reach loopback only: tiktoken must not try to download an encoding (agentenv then uses
+# the bundled offline one at once). Tests of the download path clear this for their own process.
+os.environ.setdefault("AGENTENV_OFFLINE", "1")
 
 
 @pytest.fixture(autouse=True)
