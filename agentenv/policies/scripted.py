@@ -53,6 +53,16 @@ def _attempts(task: Task, script: Sequence[str] | None) -> list[str]:
     return list(attempts)
 
 
+def _lookup(tasks: Mapping[str, Task], obs: Observation, policy: str) -> Task:
+    """The task an observation poses, by its ``task_name``; a clear error for an unknown one."""
+    name = obs.get("task_name")
+    task = tasks.get(str(name))
+    if task is None:
+        raise PolicyError(f"{policy} does not know task {name!r}; build it with the tasks you "
+                          f"run: {policy}(tasks=...)")
+    return task
+
+
 def scripted_answer(task: Task, turn: int, script: Sequence[str] | None = None) -> str:
     """The scripted answer to ``task`` at 1-based ``turn``: attempt ``turn``, then the reference.
 
@@ -98,16 +108,8 @@ class ScriptedPolicy:
                 raise PolicyError(f"scripts[{name!r}] must be a list of code strings")
             self.scripts[name] = list(script)
 
-    def _task(self, obs: Observation) -> Task:
-        name = obs.get("task_name")
-        task = self.tasks.get(str(name))
-        if task is None:
-            raise PolicyError(f"ScriptedPolicy does not know task {name!r}; build it with the "
-                              "tasks you run: ScriptedPolicy(tasks=...)")
-        return task
-
     def __call__(self, obs: Observation) -> str:
-        task = self._task(obs)
+        task = _lookup(self.tasks, obs, "ScriptedPolicy")
         return scripted_answer(task, turn_of(obs), self.scripts.get(task.name))
 
     def script_length(self, task_name: str) -> int:
@@ -126,11 +128,7 @@ class ReferencePolicy:
         self.tasks = _index(tasks)
 
     def __call__(self, obs: Observation) -> str:
-        name = obs.get("task_name")
-        task = self.tasks.get(str(name))
-        if task is None:
-            raise PolicyError(f"ReferencePolicy does not know task {name!r}; build it with the "
-                              "tasks you run: ReferencePolicy(tasks=...)")
+        task = _lookup(self.tasks, obs, "ReferencePolicy")
         if task.reference_solution is None:
             raise PolicyError(f"task {task.name!r} has no reference_solution, so ReferencePolicy "
                               "cannot answer it; use --policy scripted or add one to the task")
