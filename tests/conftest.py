@@ -5,6 +5,7 @@ structured events a test triggers."""
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
@@ -33,3 +34,17 @@ def captured_events() -> Iterator[list[MutableMapping[str, Any]]]:
             yield events
     finally:
         structlog.configure(**saved)
+
+
+@pytest.fixture
+def unreachable_hub(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point the Hugging Face Hub at a closed loopback port and clear every local-copy setting."""
+    from agentenv.tasks import apps, livecodebench, mbpp
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HTTPS_PROXY", "https_proxy",
+                apps.ENV_VAR, livecodebench.ENV_VAR, mbpp.ENV_VAR):
+        monkeypatch.delenv(var, raising=False)

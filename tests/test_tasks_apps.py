@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -194,14 +193,8 @@ def test_a_benchmark_file_loads_by_path_without_naming_the_loader() -> None:
     assert load_tasks(SAMPLE) == load_tasks("apps", path=SAMPLE)
 
 
-def test_offline_without_a_local_copy_fails_fast_saying_how_to_supply_one(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_offline_without_a_local_copy_fails_fast_saying_how_to_supply_one(unreachable_hub: None) -> None:
     """No copy and an unreachable Hub: DatasetUnavailable within seconds, naming path= and the env var."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
-    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HTTPS_PROXY", "https_proxy", apps.ENV_VAR):
-        monkeypatch.delenv(var, raising=False)
     start = time.monotonic()
     with pytest.raises(DatasetUnavailable) as info:
         load_tasks("apps", split="test")

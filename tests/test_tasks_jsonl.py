@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -243,14 +242,8 @@ def test_jsonl_loader_needs_a_path_or_a_dataset() -> None:
         load_tasks("jsonl")
 
 
-def test_hub_dataset_offline_fails_fast_with_directions(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hub_dataset_offline_fails_fast_with_directions(unreachable_hub: None) -> None:
     """dataset= with the Hub unreachable raises DatasetUnavailable within seconds, naming path=."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
-    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HTTPS_PROXY", "https_proxy"):
-        monkeypatch.delenv(var, raising=False)
     start = time.monotonic()
     with pytest.raises(DatasetUnavailable, match="path="):
         load_tasks("jsonl", dataset="openai/openai_humaneval", split="test", map=MAP)

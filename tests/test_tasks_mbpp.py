@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import sys
 import time
 from pathlib import Path
@@ -29,17 +28,6 @@ def score(task: Task, code: str) -> RunResult:
 @pytest.fixture(scope="module")
 def tasks() -> dict[str, Task]:
     return {t.name: t for t in load_tasks("mbpp", path=SAMPLE)}
-
-
-@pytest.fixture
-def unreachable_hub(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Point the Hub at a closed local port and clear every local-copy setting."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
-    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HTTPS_PROXY", "https_proxy", mbpp.ENV_VAR):
-        monkeypatch.delenv(var, raising=False)
 
 
 def test_sample_loads_every_problem_in_task_id_order(tasks: dict[str, Task]) -> None:
