@@ -7,9 +7,12 @@ Commands::
     agentenv tasks show NAME [--tasks SET]  one task in full
     agentenv tasks validate [PATH]          run every reference solution, report the failures
     agentenv check CODE_FILE --task NAME    score one file against a task, failures shown
-    agentenv report RUN_DIR [RUN_DIR2]      plots + HTML for a run (two runs: revise vs resample)
+    agentenv report RUN_DIR [RUN_DIR2]      text + HTML + rollout browser for a run, plots with
+                                            matplotlib (two runs: revise vs resample)
     agentenv compare RUN_A RUN_B            per-task paired differences with bootstrap intervals
 
+``--log-level``, ``--log-json`` and ``-q`` (errors only) go before or after the subcommand.
+Nothing printed is read as rich markup, so text in square brackets is shown as written.
 This module only parses options, calls the library and prints; it is the one place (with the
 examples) that configures logging. Every error a user can cause (a bad flag, a missing or
 malformed file, a missing API key) ends as one line on stderr and a non-zero exit code:

@@ -107,6 +107,7 @@ def test_revise_report_without_matplotlib_writes_its_table_as_html(
     assert "png" not in result["files"] and result["notes"]
     page = Path(result["files"]["html"]).read_text()
     assert "<table>" in page and "<pre>" not in page and "solve@3" in page
+    assert '<div class="scroll"><table>' in page  # a wide table scrolls, never runs off the page
 
 
 def test_export_credit_writes_one_line_per_turn_with_every_scheme(tmp_path: Path) -> None:

@@ -39,6 +39,8 @@ img { max-width: 100%; margin: 0.5em 0; }
 .note { color: #666; font-size: 0.9em; }
 code { background: #f5f5f5; padding: 0 0.2em; }
 .episodes a { margin-right: 0.5em; white-space: nowrap; }
+.scroll { overflow-x: auto; max-width: 100%; }
+p { overflow-wrap: anywhere; }
 """
 
 
@@ -56,7 +58,9 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """An HTML table; cells escaped, floats to three decimals, None as a dash."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{_cell(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    # In a scrolling box: a wide table (revise vs resample has 12 columns) never runs off the page.
+    return (f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
+            "</table></div>")
 
 
 def image(png: bytes, alt: str) -> str:
@@ -143,7 +147,10 @@ def report_page(metrics: Mapping[str, Any], images: Mapping[str, bytes], title: 
                        in zip(transitions["states"], transitions["counts"], strict=True)]
     sections = [
         ("Settings", _settings(run["settings"])),
-        ("Summary", table(header, _metric_rows({"overall": overall}))
+        ("Summary", (f'<p>Every episode\'s conversation, turn by turn: <a href="{BROWSER_FILE}">'
+                     "the rollout browser</a> (links per episode under Episodes below).</p>"
+                     if episodes else "")
+         + table(header, _metric_rows({"overall": overall}))
          + table(["stop reason", "episodes"], list(metrics["stop_reasons"].items()))),
         ("Cumulative solve rate by turn",
          _figure(images, "cumulative_solve_rate", "solve rate by turn")
