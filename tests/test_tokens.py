@@ -212,3 +212,29 @@ def test_approximate_tokenizer_never_fails_and_covers_the_text(text: str) -> Non
     """The last-resort tokenizer handles any text and its pieces add up to the text's length."""
     pieces = ApproximateTokenizer().encode(text)
     assert sum(pieces) == len(text)
+
+
+def test_a_failed_download_is_explained_in_one_line_cut_at_a_word(tmp_path: Path) -> None:
+    """A refused connection's long message becomes a short reason ending on a whole word."""
+    with socket.socket() as sock:  # a port nothing listens on: the proxy refuses at once
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {k: v for k, v in os.environ.items()
+           if k.lower() not in ("no_proxy", "agentenv_offline", "https_proxy", "http_proxy")}
+    env.update(TIKTOKEN_CACHE_DIR=str(tmp_path), HTTPS_PROXY=f"http://127.0.0.1:{port}",
+               HTTP_PROXY=f"http://127.0.0.1:{port}")
+    code = ("from agentenv.log import configure_logging\n"
+            "configure_logging('debug', json=True)\n"
+            "from agentenv.tokens import approximation\n"
+            "print(approximation('gpt-4o'))\n")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    reason = done.stdout.strip().splitlines()[-1]
+    assert reason.startswith("o200k_base could not be downloaded (") and "\n" not in reason
+    assert len(reason) < 200
+    failures = [json.loads(line) for line in done.stderr.splitlines()
+                if '"tokenizer_download_failed"' in line]
+    assert failures and '"warning"' not in done.stderr
+    if " …" in reason:  # shortened: the last word kept is a whole word of the full message
+        kept = reason.split("(", 1)[1].split(" …")[0].split()[-1]
+        assert kept in failures[0]["error"].split() or kept.rstrip(",:;(") in failures[0]["error"]
