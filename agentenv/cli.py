@@ -422,14 +422,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
                   f"{args.policy} policy, {turns}, {args.backend} backend -> {out}")
     unscripted = [t for t in tasks if not t.metadata.get("attempts")]
     if args.policy == "scripted" and unscripted and not quiet:
-        err.print(f"note: {len(unscripted)} of {_plural(len(tasks), 'task')} have no scripted "
-                  "attempts; the scripted policy answers them with the reference solution")
+        err.print(f"note: {len(unscripted)} of {_plural(len(tasks), 'task')} without scripted "
+                  "attempts: the scripted policy answers them with the reference solution")
     if args.token_budget is not None and mode == "multi_turn" and not quiet:
         from agentenv.tokens import DEFAULT_MODEL, OFFLINE_ENCODING, approximation
 
         why = approximation(config.model or DEFAULT_MODEL)
-        if why:
-            err.print(f"note: the token budget is counted with {OFFLINE_ENCODING} ({why})")
+        if why:  # one short line: the clause without its details (--log-level debug has them)
+            err.print(f"note: the token budget is counted with {OFFLINE_ENCODING}: "
+                      f"{why.split(' (')[0]}")
 
     progress = Progress(TextColumn("[bold]rollouts"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("mean reward {task.fields[reward]}"), TimeElapsedColumn(),
@@ -455,7 +456,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     try:
         result = run_rollouts(tasks, policy, config, out, on_episode=on_episode, on_start=on_start)
     except KeyboardInterrupt:
-        progress.stop()
+        progress.stop()  # before the message, so it is not drawn over
         err.print(f"interrupted: finished episodes are saved in {out}; run the same command with "
                   f"--out {out} to resume")
         return EXIT_INTERRUPTED
