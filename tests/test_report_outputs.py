@@ -196,3 +196,17 @@ def test_token_columns_use_one_format_down_the_column(tmp_path: Path) -> None:
     add = next(line for line in text.splitlines() if line.startswith("add "))
     assert add.split()[-3:] == ["15", "105", "95"]
     assert not re.search(r"\b\d+\.0\b", " ".join(add.split()[-3:]))
+
+
+def test_the_transition_plot_labels_outcomes_as_the_tables_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    """'wrong_answer' on the axes, not an abbreviation the tables never use."""
+    pytest.importorskip("matplotlib")
+    from agentenv.records import OUTCOMES
+    from agentenv.report import plots, run_metrics
+
+    figures: list = []
+    monkeypatch.setattr(plots, "_png", lambda figure: figures.append(figure) or b"")
+    plots.transition_heatmap(run_metrics(multi_turn_run()))
+    (axis, *_colorbar) = figures[0].axes
+    assert [t.get_text() for t in axis.get_xticklabels()] == list(OUTCOMES)
+    assert [t.get_text() for t in axis.get_yticklabels()] == list(OUTCOMES)
