@@ -32,11 +32,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from sandbox_throughput import enable_human_eval_exec, human_eval_exec_enabled  # noqa: E402
+from sandbox_throughput import enable_human_eval_exec, human_eval_exec_enabled
 
-from agentenv.integrations.trl import make_code_reward  # noqa: E402
-from agentenv.log import configure_logging  # noqa: E402
-from agentenv.tasks import Task, load_tasks  # noqa: E402
+from agentenv.integrations.trl import make_code_reward
+from agentenv.log import configure_logging
+from agentenv.tasks import Task, load_tasks
 
 LOOP = "    while True:\n        pass\n"
 STUB = "    return None\n"
