@@ -57,8 +57,9 @@ class NodeSandbox:
     def info(self) -> dict[str, Any]:
         return {"level": self.pool.level, "size": self.pool.size, "pid": os.getpid()}
 
-    def run(self, job: dict[str, Any], timeout: float, limits: Limits) -> RawRun:
-        return self.pool.run(job, timeout, limits)
+    def run(self, job: dict[str, Any], timeout: float, limits: Limits,
+            options: dict[str, Any]) -> RawRun:
+        return self.pool.run(job, timeout, limits, **options)
 
     def close(self) -> None:
         self.pool.close()
@@ -204,8 +205,11 @@ class RayPool:
                 del self._actors[actor.node_id]
             self._lock.notify_all()
 
-    def run(self, job: dict[str, Any], timeout: float, limits: Limits) -> RawRun:
-        """Run one job on some node; move it to another node if its node dies under it."""
+    def run(self, job: dict[str, Any], timeout: float, limits: Limits, **options: Any) -> RawRun:
+        """Run one job on some node; move it to another node if its node dies under it.
+
+        ``options`` go to the node's ``SandboxPool.run`` as they are (e.g. a judge job).
+        """
         if self._closed:
             raise SandboxError("this RayPool is closed; create a new one")
         ray = self._ray
@@ -216,7 +220,7 @@ class RayPool:
         for _attempt in range(self.max_attempts):
             self.refresh()
             actor = self._pick(tried, time.monotonic() + timeout + BACKSTOP)
-            ref = actor.handle.run.remote(job, timeout, limits)
+            ref = actor.handle.run.remote(job, timeout, limits, options)
             try:
                 raw = ray.get(ref, timeout=timeout + BACKSTOP)
             except lost as exc:
