@@ -123,6 +123,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="sampling temperature for --policy openai (default: 0.2)")
     run.add_argument("--max-tokens", type=_positive_int, default=None,
                      help="cap on generated tokens per call for --policy openai")
+    run.add_argument("--policy-timeout", type=_nonneg_float, default=None,
+                     help="seconds per model request for --policy openai (default: 60)")
+    run.add_argument("--max-retries", type=int, default=None,
+                     help="retries of a failed model request for --policy openai (default: 3)")
+    run.add_argument("--stream", action="store_true", help="stream answers (--policy openai)")
     _add_task_options(run)
     run.add_argument("--max-turns", type=_positive_int, default=3, help="turns per episode (default: 3)")
     run.add_argument("--single-step", action="store_true",
@@ -280,11 +285,17 @@ def _make_run_policy(args: argparse.Namespace, tasks: list[Any]) -> Any:
         options: dict[str, Any] = {"model": args.model or "gpt-4o", "temperature": args.temperature}
         if args.base_url:
             options["base_url"] = args.base_url
-        if args.max_tokens is not None:
-            options["max_tokens"] = args.max_tokens
-        return make_policy("openai", **options)
-    if args.base_url or args.max_tokens is not None:
-        raise ConfigError(f"--base-url and --max-tokens apply to --policy openai, not {args.policy!r}")
+        for flag, key in (("max_tokens", "max_tokens"), ("policy_timeout", "timeout"),
+                          ("max_retries", "max_retries"), ("stream", "stream")):
+            if getattr(args, flag) not in (None, False):
+                options[key] = getattr(args, flag)
+        policy = make_policy("openai", **options)
+        policy.preflight()  # one cheap request: a wrong URL or model fails here, in one line
+        return policy
+    if args.base_url or args.max_tokens is not None or args.policy_timeout is not None \
+            or args.max_retries is not None or args.stream:
+        raise ConfigError("--base-url, --max-tokens, --policy-timeout, --max-retries and --stream "
+                          f"apply to --policy openai, not {args.policy!r}")
     return make_policy(args.policy, tasks=tasks)
 
 
@@ -359,6 +370,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     _stdout().print(f"{run_info['ran']} episode(s) run, {result.skipped} resumed, "
                     f"{run_info['seconds']:.1f}s; wrote {out / 'trajectories.jsonl'} and "
                     f"{out / 'summary.json'}")
+    if result.stopped:
+        err.print(f"stopped: {result.stopped}; {len(result.trajectories)} finished episode(s) are "
+                  f"saved in {out}; once the server answers again, run the same command with "
+                  f"--out {out} to resume", markup=False)
+        return EXIT_FAILURES
+    if summary.get("stop_reasons", {}).get("context_length"):
+        err.print(f"{summary['stop_reasons']['context_length']} episode(s) ended when the conversation "
+                  "outgrew the model's context; cap it with --token-budget", markup=False)
     if result.errors:
         err.print(f"{len(result.errors)} episode(s) failed (first: {result.errors[0].episode_id}: "
                   f"{result.errors[0].error}); run the same command again to retry them")

@@ -67,8 +67,8 @@ def test_run_with_the_openai_policy_sends_full_history_and_shows_revision(
         code, _out, _err = run_cli(capsys, "run", "--policy", "openai", "--base-url", server.url,
                                    "--model", "M", "--tasks", str(tasks_file), "--max-turns", "3",
                                    "--samples", "2", "--out", str(out_dir), "--no-progress")
-        requests = server.chat_requests
-    assert code == 0
+        preflight, *requests = server.chat_requests
+    assert code == 0 and preflight.body["max_tokens"] == 1  # the one-token check before the run
     episodes = records(out_dir)
     assert len(episodes) == 6 and {r["sample"] for r in episodes} == {0, 1}
     assert all(r["model"] == "M" and r["policy"] == "openai" for r in episodes)

@@ -184,7 +184,7 @@ def test_bad_settings_are_rejected_at_construction() -> None:
         OpenAIPolicy("m", base_url="http://127.0.0.1:9/v1", max_tokens=0)
 
 
-@pytest.mark.parametrize("transport", ["lean", "sdk"])
+@pytest.mark.parametrize("transport", ["aiohttp", "sdk"])
 def test_async_calls_overlap_instead_of_queueing(transport: str) -> None:
     """Eight concurrent acall()s against a 0.3 s server finish far sooner than 8 x 0.3 s."""
     with ChatServer([SOLUTION], latency=0.3) as s:
@@ -203,7 +203,7 @@ def test_async_calls_overlap_instead_of_queueing(transport: str) -> None:
     assert elapsed < 8 * 0.3 * 0.6  # generous: serial would be 2.4 s
 
 
-@pytest.mark.parametrize("transport", ["lean", "sdk"])
+@pytest.mark.parametrize("transport", ["aiohttp", "sdk"])
 def test_async_retries_work_like_sync_ones(transport: str) -> None:
     """acall retries a 429 and returns usage like the sync call."""
     with ChatServer([ChatReply(status=429, retry_after=0), ChatReply(SOLUTION)]) as s:
@@ -212,7 +212,7 @@ def test_async_retries_work_like_sync_ones(transport: str) -> None:
     assert isinstance(completion, Completion) and completion.usage is not None
 
 
-@pytest.mark.parametrize("transport", ["lean", "sdk"])
+@pytest.mark.parametrize("transport", ["aiohttp", "sdk"])
 def test_async_failures_end_in_the_same_errors_as_sync_ones(transport: str) -> None:
     """A 500 that persists, a 400, a 401 and a timeout give the sync path's error types."""
     async def outcome(replies: list[ChatReply], **kw: object) -> BaseException:
@@ -239,7 +239,7 @@ def test_async_failures_end_in_the_same_errors_as_sync_ones(transport: str) -> N
         asyncio.run(fast(s.url, transport=transport, api_key="wrong").acall(OBS))
 
 
-@pytest.mark.parametrize("transport", ["lean", "sdk"])
+@pytest.mark.parametrize("transport", ["aiohttp", "sdk"])
 def test_arun_episode_drives_a_multi_turn_env_with_the_async_client(transport: str) -> None:
     """The async episode loop reaches the same revision as the sync one, on either transport."""
     with ChatServer(ScriptedModel([ADD])) as s:
@@ -250,24 +250,20 @@ def test_arun_episode_drives_a_multi_turn_env_with_the_async_client(transport: s
     assert all(t.usage and t.finish_reason == "stop" for t in trajectory.turns)
 
 
-def test_the_lean_transport_is_used_for_plain_http_without_a_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    """auto picks the lean client for http:// servers, the SDK for https:// and behind proxies."""
-    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-    assert OpenAIPolicy("m", base_url="http://127.0.0.1:8000/v1").async_transport == "lean"
-    assert OpenAIPolicy("m", base_url="https://example.invalid/v1").async_transport == "sdk"
+def test_the_async_transport_is_aiohttp_unless_the_sdk_is_asked_for() -> None:
+    """auto means aiohttp for every URL (TLS and proxies included); 'sdk' is the SDK on aiohttp."""
+    assert OpenAIPolicy("m", base_url="http://127.0.0.1:8000/v1").async_transport == "aiohttp"
+    assert OpenAIPolicy("m", base_url="https://example.invalid/v1").async_transport == "aiohttp"
     assert OpenAIPolicy("m", base_url="http://127.0.0.1:8000/v1", transport="sdk").async_transport == "sdk"
-    monkeypatch.setenv("HTTP_PROXY", "http://proxy.invalid:3128")
-    assert OpenAIPolicy("m", base_url="http://10.0.0.5:8000/v1").async_transport == "sdk"
-    with pytest.raises(ConfigError, match="http://"):
-        OpenAIPolicy("m", base_url="https://example.invalid/v1", transport="lean")
+    with pytest.raises(ConfigError, match="transport"):
+        OpenAIPolicy("m", base_url="http://127.0.0.1:8000/v1", transport="carrier-pigeon")
 
 
 @pytest.mark.parametrize(("chunked", "keep_alive"), [(True, True), (False, False)])
-def test_the_lean_transport_reads_chunked_bodies_and_closed_connections(chunked: bool, keep_alive: bool) -> None:
+def test_chunked_bodies_and_closed_connections_are_read(chunked: bool, keep_alive: bool) -> None:
     """Chunked transfer encoding and Connection: close answers are read correctly, call after call."""
     with ChatServer([SOLUTION], chunked=chunked, keep_alive=keep_alive) as s:
-        policy = fast(s.url, transport="lean")
+        policy = fast(s.url)
 
         async def main() -> list[str]:
             try:
@@ -281,7 +277,7 @@ def test_the_lean_transport_reads_chunked_bodies_and_closed_connections(chunked:
 
 def test_a_pooled_connection_the_server_dropped_is_replaced_transparently(unused_port: int) -> None:
     """A keep-alive connection closed while idle (a restarted server) is replaced, not an error."""
-    policy = fast(f"http://127.0.0.1:{unused_port}/v1", transport="lean", max_retries=0)
+    policy = fast(f"http://127.0.0.1:{unused_port}/v1", max_retries=0)
 
     async def main() -> list[str]:
         answers: list[str] = []
@@ -299,10 +295,10 @@ def test_a_pooled_connection_the_server_dropped_is_replaced_transparently(unused
     assert len(answers) == 2 and all("return a + b" in a for a in answers)
 
 
-def test_the_lean_transport_resolves_a_host_name() -> None:
+def test_a_host_name_is_resolved() -> None:
     """http://localhost:PORT works whichever address family localhost resolves to first."""
     with ChatServer([SOLUTION]) as s:
-        policy = fast(f"http://localhost:{s.port}/v1", transport="lean")
+        policy = fast(f"http://localhost:{s.port}/v1")
 
         async def main() -> str:
             try:
