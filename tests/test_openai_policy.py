@@ -350,3 +350,25 @@ def test_the_test_server_records_every_request_and_serves_models() -> None:
             urllib.request.urlopen(f"{s.url}/nothing")
         assert err.value.code == 404
         assert [r.path for r in s.requests] == ["/v1/models", "/v1/nothing"]
+
+
+def test_the_async_client_goes_through_the_environments_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HTTP_PROXY routes requests for an unreachable host through the proxy (here the stand-in
+    server, which answers them); NO_PROXY exempts a host."""
+    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    with ChatServer([SOLUTION]) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
+        policy = fast("http://model-host.invalid:8000/v1", max_retries=0)
+
+        async def main() -> str:
+            try:
+                return await policy.acall(OBS)
+            finally:
+                await policy.aclose()
+
+        assert "return a + b" in asyncio.run(main())
+        assert len(proxy.chat_requests) == 1
+        monkeypatch.setenv("NO_PROXY", "model-host.invalid")
+        with pytest.raises(PolicyCallError, match="could not connect"):
+            asyncio.run(main())

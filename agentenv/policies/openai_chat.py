@@ -64,7 +64,7 @@ DEFAULT_SYSTEM_PROMPT = (
     "You are an expert Python programmer. Solve the task. Answer with the complete solution "
     "in a single ```python code block."
 )
-TRANSPORTS = ("auto", "aiohttp", "sdk", "lean")
+TRANSPORTS = ("auto", "aiohttp", "sdk")
 _NO_KEY_PLACEHOLDER = "not-needed"  # local OpenAI-compatible servers ignore the key
 _TOKEN_BUDGET_HINT = ("the conversation no longer fits the model's context: cap it with "
                       "--token-budget (MultiTurnCodingEnv(token_budget=...)) below the context length")
@@ -177,8 +177,6 @@ class OpenAIPolicy:
                 "api_key=...), or point base_url (CLI: --base-url) at an OpenAI-compatible server "
                 "such as vLLM, Ollama or llama.cpp, e.g. http://127.0.0.1:8000/v1"
             )
-        if transport == "lean" and not (self.base_url or "").startswith("http://"):
-            raise ConfigError("transport='lean' speaks plain HTTP only; give an http:// base_url")
         self.transport = "aiohttp" if transport == "auto" else transport
         self._api_key = key or _NO_KEY_PLACEHOLDER
         self.temperature = temperature
@@ -200,6 +198,7 @@ class OpenAIPolicy:
         self._lock = threading.Lock()
         self._client: Any = None
         self._async_clients: dict[int, tuple[asyncio.AbstractEventLoop, Any]] = {}
+        self._proxy: str | None = None
         self.breaker = CircuitBreaker(self.breaker_threshold or 2**62, self.breaker_seconds)
 
     # Clients hold sockets and locks: drop them when pickled (Ray workers), rebuild lazily.
@@ -219,6 +218,9 @@ class OpenAIPolicy:
     @property
     def _where(self) -> str:
         return self.base_url or "api.openai.com"
+
+    def _url(self, path: str) -> str:
+        return f"{self.base_url or 'https://api.openai.com/v1'}{path}"
 
     @property
     def async_transport(self) -> str:
@@ -386,19 +388,16 @@ class OpenAIPolicy:
                 client = openai.AsyncOpenAI(api_key=self._api_key, base_url=self.base_url,
                                             timeout=self.timeout, max_retries=0,
                                             http_client=openai.DefaultAioHttpClient(timeout=self.timeout))
-            elif self.transport == "lean":
-                from agentenv.policies._http import LeanHTTPClient
-
-                assert self.base_url is not None
-                client = LeanHTTPClient(self.base_url, timeout=self.timeout, headers={
-                    "Authorization": f"Bearer {self._api_key}", "User-Agent": "agentenv"})
             else:
                 import aiohttp
 
+                # The proxy is looked up once here: trust_env=True would look it up (and read
+                # ~/.netrc) in a worker thread on every request, two thread hops per call.
+                self._proxy = _env_proxy(self._url("/chat/completions"))
                 client = aiohttp.ClientSession(
-                    connector=aiohttp.TCPConnector(limit=0), trust_env=True,
-                    timeout=aiohttp.ClientTimeout(total=self.timeout),
-                    headers={"Authorization": f"Bearer {self._api_key}", "User-Agent": "agentenv"})
+                    connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(total=self.timeout),
+                    headers={"Authorization": f"Bearer {self._api_key}", "User-Agent": "agentenv",
+                             "Content-Type": "application/json"})
             entry = (loop, client)
             self._async_clients[id(loop)] = entry
         return entry[1]
@@ -416,10 +415,8 @@ class OpenAIPolicy:
             raw = await completions.with_raw_response.create(**body)
             return self._completion(self._json(raw.content))
         wire = {**body, **body.pop("extra_body", {})}
-        if self.transport == "lean":
-            return self._completion(await client.post_json("/chat/completions", wire))
-        url = f"{self.base_url or 'https://api.openai.com/v1'}/chat/completions"
-        async with client.post(url, data=json.dumps(wire), headers={"Content-Type": "application/json"}) as response:
+        async with client.post(self._url("/chat/completions"), data=json.dumps(wire).encode(),
+                               proxy=self._proxy) as response:
             if response.status >= 300:
                 raise StatusFailure(response.status, server_message(await response.read()),
                                     response.headers.get("Retry-After"))
@@ -455,7 +452,7 @@ class OpenAIPolicy:
         entry = self._async_clients.pop(id(loop), None)
         if entry is not None:
             client = entry[1]
-            await (client.aclose() if self.transport == "lean" else client.close())
+            await client.close()
 
     def close(self) -> None:
         """Close the sync client. The policy stays usable: a new client is made on demand."""
@@ -514,6 +511,20 @@ class OpenAIPolicy:
             hint = "; check --model and the server's log"
         return (f"{where} answered {failure.describe()} to a one-token request for model "
                 f"{self.model!r}{hint}")
+
+
+def _env_proxy(url: str) -> str | None:
+    """The proxy that HTTP(S)_PROXY / ALL_PROXY (minus NO_PROXY) route ``url`` through, if any."""
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    bypass = getattr(urllib.request, "proxy_bypass_environment")  # noqa: B009 - missing from typeshed
+    if not proxy or bypass(parts.hostname or "", proxies):
+        return None
+    return str(proxy)
 
 
 @functools.lru_cache(maxsize=16)

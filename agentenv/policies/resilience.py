@@ -164,19 +164,6 @@ def classify(exc: BaseException) -> Failure | None:
         return Failure("connection", f"{exc}" + (f" ({type(cause).__name__}: {cause})" if cause else ""))
     if isinstance(exc, (aiohttp.ClientError, ConnectionError)):
         return Failure("connection", f"{type(exc).__name__}: {exc}")
-    _lean = _lean_failure(exc)
-    if _lean is not None:
-        return _lean
-    return None
-
-
-def _lean_failure(exc: BaseException) -> Failure | None:
-    from agentenv.policies import _http
-
-    if isinstance(exc, _http.HTTPStatusFailure):
-        return Failure("status", exc.message, exc.status, _retry_after(exc.retry_after))
-    if isinstance(exc, _http.TransportFailure):
-        return Failure("timeout" if exc.timeout else "connection", str(exc))
     return None
 
 

@@ -338,8 +338,8 @@ async def arun_rollouts(tasks: Sequence[Task], policy: Any, config: RolloutConfi
 async def _until_done_or_stopped(workers: Sequence[asyncio.Future[None]], stop: asyncio.Event) -> None:
     """Wait for every worker; once ``stop`` is set, for at most STOP_GRACE_SECONDS more, then
     cancel those still busy. A worker's exception propagates."""
-    everything = asyncio.gather(*workers)
-    stopping = asyncio.ensure_future(stop.wait())
+    everything: asyncio.Future[Any] = asyncio.gather(*workers)
+    stopping: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
     try:
         await asyncio.wait({everything, stopping}, return_when=asyncio.FIRST_COMPLETED)
         if not everything.done():
