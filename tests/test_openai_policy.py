@@ -284,6 +284,7 @@ def test_a_pooled_connection_the_server_dropped_is_replaced_transparently(unused
         try:
             with ChatServer([SOLUTION], port=unused_port):
                 answers.append(await policy.acall(OBS))
+            await asyncio.sleep(0.1)  # the loop sees the close, as it would mid-run
             with ChatServer([SOLUTION], port=unused_port) as restarted:
                 answers.append(await policy.acall(OBS))  # the pooled connection is dead by now
                 assert len(restarted.chat_requests) == 1
