@@ -158,3 +158,15 @@ def test_starting_on_a_port_in_use_raises_in_the_caller() -> None:
     """Binding happens in start(), so a busy port is an OSError there, not a silent dead thread."""
     with ChatServer(["ok"]) as first, pytest.raises(OSError):
         ChatServer(["ok"], port=first.port).start()
+
+
+def test_importing_the_library_never_imports_the_test_server() -> None:
+    """agentenv.testing is for users' tests: `import agentenv` (and its policies) leave it,
+    and aiohttp's server, unloaded."""
+    import subprocess
+    import sys
+
+    code = ("import sys, agentenv, agentenv.policies, agentenv.rollout; "
+            "print(sorted(m for m in sys.modules if m.startswith(('agentenv.testing', 'aiohttp.web'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -292,7 +292,8 @@ class OpenAIPolicy:
 
     def _retrying(self, cls: type[tenacity.BaseRetrying]) -> Any:
         return retrying(cls, max_retries=self.max_retries, backoff=self.backoff,
-                        max_backoff=self.max_backoff, retry_if=self._retry_if, before_sleep=self._log_retry)
+                        max_backoff=self.max_backoff, retry_if=self._retry_if, before_sleep=self._log_retry,
+                        interrupt=lambda: self.breaker.open_reason() is not None)
 
     def _check_breaker(self) -> None:
         reason = self.breaker.open_reason()

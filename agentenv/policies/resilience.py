@@ -211,12 +211,33 @@ class CircuitBreaker:
             return f"{self.failures} consecutive failures over {span:.1f} s (last: {self.last})"
 
 
+_TICK = 0.05  # how often a backoff sleep looks at its interrupt
+
+
+def _sleeper(cls: type[tenacity.BaseRetrying], interrupt: Callable[[], bool]) -> Callable[[float], Any]:
+    """A sleep for ``cls`` that ends early once ``interrupt()`` is true."""
+    if issubclass(cls, tenacity.AsyncRetrying):
+        async def asleep(seconds: float) -> None:
+            deadline = time.monotonic() + seconds
+            while (left := deadline - time.monotonic()) > 0 and not interrupt():
+                await asyncio.sleep(min(_TICK, left))
+        return asleep
+
+    def sleep(seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0 and not interrupt():
+            time.sleep(min(_TICK, left))
+    return sleep
+
+
 def retrying(cls: type[tenacity.BaseRetrying], *, max_retries: int, backoff: float, max_backoff: float,
              retry_if: Callable[[BaseException], bool],
-             before_sleep: Callable[[tenacity.RetryCallState], None]) -> Any:
+             before_sleep: Callable[[tenacity.RetryCallState], None],
+             interrupt: Callable[[], bool] = lambda: False) -> Any:
     """A tenacity ``Retrying``/``AsyncRetrying``: ``max_retries`` retries of the exceptions
     ``retry_if`` accepts, waiting ``Retry-After`` when the server sent it, else exponential
-    backoff from ``backoff`` s with full jitter, never more than ``max_backoff`` s."""
+    backoff from ``backoff`` s with full jitter, never more than ``max_backoff`` s. A wait ends
+    early once ``interrupt()`` is true (the breaker opened: the next attempt fails at once)."""
     jitter = tenacity.wait_random_exponential(multiplier=backoff, max=max_backoff)
 
     def wait(state: tenacity.RetryCallState) -> float:
@@ -227,4 +248,5 @@ def retrying(cls: type[tenacity.BaseRetrying], *, max_retries: int, backoff: flo
         return float(jitter(state))
 
     return cls(stop=tenacity.stop_after_attempt(max_retries + 1), wait=wait,
-               retry=tenacity.retry_if_exception(retry_if), before_sleep=before_sleep, reraise=True)
+               retry=tenacity.retry_if_exception(retry_if), before_sleep=before_sleep, reraise=True,
+               sleep=_sleeper(cls, interrupt))
