@@ -27,7 +27,7 @@ if not os.environ.get("CI"):  # in CI a missing extra is a failure, not a skip
     pytest.importorskip("transformers", reason="needs the serve extra: pip install -e '.[serve]'")
     pytest.importorskip("fastapi", reason="needs the serve extra: pip install -e '.[serve]'")
 
-from support.tiny_model import build_tiny_chat_model  # noqa: E402
+from support.tiny_model import build_tiny_chat_model
 
 START_TIMEOUT = 180.0  # importing torch and transformers on a loaded 2-core machine (hang guard)
 
