@@ -6,7 +6,8 @@ import asyncio
 import itertools
 import pickle
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TypeVar
 
 import pytest
 
@@ -29,6 +30,7 @@ ADD = Task(
                            "def add(a, b):\n    return abs(a) + abs(b)\n"]},
 )
 SOLUTION = "```python\ndef add(a, b):\n    return a + b\n```"
+T = TypeVar("T")
 OBS = {"prompt": ADD.prompt, "entry_point": "add", "task_name": "add"}
 
 
@@ -46,6 +48,17 @@ def unused_port() -> int:
 def server() -> Iterator[ChatServer]:
     with ChatServer(ScriptedModel([ADD])) as s:
         yield s
+
+
+def closing(policy: OpenAIPolicy, make: Callable[[OpenAIPolicy], Awaitable[T]]) -> T:
+    """Run ``make(policy)`` on a fresh loop, closing the policy's client for that loop after."""
+    async def main() -> T:
+        try:
+            return await make(policy)
+        finally:
+            await policy.aclose()
+
+    return asyncio.run(main())
 
 
 def fast(url: str, **kw: object) -> OpenAIPolicy:
@@ -207,7 +220,7 @@ def test_async_calls_overlap_instead_of_queueing(transport: str) -> None:
 def test_async_retries_work_like_sync_ones(transport: str) -> None:
     """acall retries a 429 and returns usage like the sync call."""
     with ChatServer([ChatReply(status=429, retry_after=0), ChatReply(SOLUTION)]) as s:
-        completion = asyncio.run(fast(s.url, transport=transport).acall(OBS))
+        completion = closing(fast(s.url, transport=transport), lambda p: p.acall(OBS))
         assert len(s.chat_requests) == 2
     assert isinstance(completion, Completion) and completion.usage is not None
 
@@ -236,7 +249,7 @@ def test_async_failures_end_in_the_same_errors_as_sync_ones(transport: str) -> N
     assert isinstance(bad_request, PolicyCallError) and "too long" in str(bad_request)
     assert isinstance(timeout, PolicyCallError) and "timed out" in str(timeout)
     with ChatServer([SOLUTION], api_key="right") as s, pytest.raises(PolicyError, match="OPENAI_API_KEY"):
-        asyncio.run(fast(s.url, transport=transport, api_key="wrong").acall(OBS))
+        closing(fast(s.url, transport=transport, api_key="wrong"), lambda p: p.acall(OBS))
 
 
 @pytest.mark.parametrize("transport", ["aiohttp", "sdk"])
@@ -244,7 +257,7 @@ def test_arun_episode_drives_a_multi_turn_env_with_the_async_client(transport: s
     """The async episode loop reaches the same revision as the sync one, on either transport."""
     with ChatServer(ScriptedModel([ADD])) as s:
         env = MultiTurnCodingEnv(tasks=[ADD], max_turns=3, seed=0)
-        trajectory = asyncio.run(arun_episode(env, fast(s.url, transport=transport), task_index=0))
+        trajectory = closing(fast(s.url, transport=transport), lambda p: arun_episode(env, p, task_index=0))
         assert [len(r.messages) for r in s.chat_requests] == [2, 4, 6]
     assert [t.reward for t in trajectory.turns] == [0.0, 0.5, 1.0]
     assert all(t.usage and t.finish_reason == "stop" for t in trajectory.turns)
@@ -314,7 +327,7 @@ def test_an_unreachable_server_is_retried_then_reported(unused_port: int) -> Non
     """Connection refused is transient: retried, then a PolicyCallError saying to check the server."""
     policy = fast(f"http://127.0.0.1:{unused_port}/v1", max_retries=1)
     with pytest.raises(PolicyCallError, match="server is up"):
-        asyncio.run(policy.acall(OBS))
+        closing(policy, lambda p: p.acall(OBS))
     with pytest.raises(PolicyCallError, match="server is up"):
         policy(OBS)
 

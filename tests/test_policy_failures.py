@@ -103,8 +103,15 @@ def test_a_context_length_error_ends_the_episode_with_the_graded_turn_kept() -> 
     and the recorded message points at --token-budget; sync and async alike."""
     with ChatServer(too_long_on_turn_two) as s:
         sync = run_episode(MultiTurnCodingEnv(tasks=[ADD], max_turns=3), fast(s.url), task_index=0)
-        asynchronous = asyncio.run(arun_episode(MultiTurnCodingEnv(tasks=[ADD], max_turns=3),
-                                                fast(s.url), task_index=0))
+        policy = fast(s.url)
+
+        async def main() -> Any:
+            try:
+                return await arun_episode(MultiTurnCodingEnv(tasks=[ADD], max_turns=3), policy, task_index=0)
+            finally:
+                await policy.aclose()
+
+        asynchronous = asyncio.run(main())
     for trajectory in (sync, asynchronous):
         assert trajectory.stop_reason == "context_length" and trajectory.truncated
         assert len(trajectory.turns) == 1 and trajectory.turns[0].outcome == "wrong_answer"
