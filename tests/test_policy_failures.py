@@ -169,7 +169,14 @@ def test_the_preflight_says_what_to_fix(unused_port: int) -> None:
         assert len(s.chat_requests) == 1  # the preflight does not retry
     with ChatServer([SOLUTION]) as s:
         fast(s.url).preflight()
-        assert s.chat_requests[-1].body["max_tokens"] == 1
+        assert s.chat_requests[-1].body["max_tokens"] == 1  # not listed: one token decides
+
+
+def test_the_preflight_of_a_listed_model_generates_nothing() -> None:
+    """A model that GET /models lists passes without a completion request."""
+    with ChatServer([SOLUTION], model="test-model") as s:
+        fast(s.url).preflight()
+        assert [r.path for r in s.requests] == ["/v1/models"]
 
 
 @pytest.mark.parametrize("path", PATHS)

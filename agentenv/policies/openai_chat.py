@@ -464,22 +464,34 @@ class OpenAIPolicy:
 
     # -- preflight -----------------------------------------------------------------------------
     def _listed_models(self) -> list[str]:
-        """The model ids the server lists (empty when it lists none or cannot)."""
-        try:
-            raw = self._sync_client().models.with_raw_response.list()
-            data = self._json(raw.content).get("data") or []
-            return [str(m.get("id")) for m in data if isinstance(m, Mapping) and m.get("id")]
-        except Exception:
-            return []
+        """The model ids ``GET /models`` lists (raises what the SDK raises when it fails)."""
+        data = self._json(self._sync_client().models.with_raw_response.list().content)
+        items = data.get("data") if isinstance(data, Mapping) else None
+        return [str(m["id"]) for m in items or () if isinstance(m, Mapping) and m.get("id")]
 
     def preflight(self) -> None:
-        """Check the endpoint and the model with one one-token completion, before a run.
+        """Check the endpoint and the model before a run, as cheaply as the server allows.
 
+        ``GET /models`` first: a server that lists the model passes with nothing generated.
+        Otherwise (not listed, or the server lists nothing) one one-token completion decides.
         Raises :class:`PolicyError` with one line that says what to fix; closes the breaker.
         """
         self.breaker.reset()
-        body = {"model": self.model, "messages": [{"role": "user", "content": "Say OK."}],
-                "max_tokens": 1, **self.extra_body}
+        listed: list[str] = []
+        try:
+            listed = self._listed_models()
+        except Exception as exc:
+            failure = classify(exc)
+            if failure is None and not isinstance(exc, AgentEnvError):
+                raise
+            if failure is not None and (failure.kind in ("connection", "timeout") or failure.status == 401):
+                raise PolicyError(self._preflight_message(failure, listed)) from None
+            # Listing models is optional for a server (404, 405, a body that is not a list).
+        if self.model in listed:
+            return
+        body = {"model": self.model, "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 1}
+        if self.extra_body:
+            body["extra_body"] = dict(self.extra_body)
         try:
             self._completion(self._json(
                 self._sync_client().chat.completions.with_raw_response.create(**body).content))
@@ -490,19 +502,18 @@ class OpenAIPolicy:
             failure = classify(exc)
             if failure is None:
                 raise
-        raise PolicyError(self._preflight_message(failure)) from None
+        raise PolicyError(self._preflight_message(failure, listed)) from None
 
-    def _preflight_message(self, failure: Failure) -> str:
+    def _preflight_message(self, failure: Failure, listed: list[str]) -> str:
         where = self._where
         if failure.kind == "connection":
             return (f"cannot reach an OpenAI-compatible server at {where} ({failure.message}); "
                     "start it, or fix --base-url (e.g. http://127.0.0.1:8000/v1)")
         if failure.kind == "timeout":
-            return (f"{where} did not answer a one-token request within {self.timeout:g} s; check "
-                    "the server, or raise --policy-timeout")
+            return (f"{where} did not answer within {self.timeout:g} s; check the server, or raise "
+                    "--policy-timeout")
         if failure.status == 401:
             return f"{where} rejected the API key (401: {failure.message}); set a valid OPENAI_API_KEY"
-        listed = self._listed_models()
         if listed and self.model not in listed:
             shown = ", ".join(listed[:5]) + (", ..." if len(listed) > 5 else "")
             hint = f"; it serves {shown}: fix --model"
