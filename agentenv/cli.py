@@ -286,9 +286,11 @@ def _make_run_policy(args: argparse.Namespace, tasks: list[Any]) -> Any:
         if args.base_url:
             options["base_url"] = args.base_url
         for flag, key in (("max_tokens", "max_tokens"), ("policy_timeout", "timeout"),
-                          ("max_retries", "max_retries"), ("stream", "stream")):
-            if getattr(args, flag) not in (None, False):
+                          ("max_retries", "max_retries")):
+            if getattr(args, flag) is not None:  # 0 retries is a choice, not a default
                 options[key] = getattr(args, flag)
+        if args.stream:
+            options["stream"] = True
         policy = make_policy("openai", **options)
         policy.preflight()  # one cheap request: a wrong URL or model fails here, in one line
         return policy
