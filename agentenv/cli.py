@@ -145,6 +145,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="sampling temperature for --policy openai (default: 0.2)")
     run.add_argument("--max-tokens", type=_positive_int, default=None,
                      help="cap on generated tokens per call for --policy openai")
+    run.add_argument("--policy-timeout", type=_nonneg_float, default=None,
+                     help="seconds per model request for --policy openai (default: 60)")
+    run.add_argument("--max-retries", type=int, default=None,
+                     help="retries of a failed model request for --policy openai (default: 3)")
+    run.add_argument("--stream", action="store_true", help="stream answers (--policy openai)")
     _add_task_options(run)
     run.add_argument("--max-turns", type=_positive_int, default=3, help="turns per episode (default: 3)")
     run.add_argument("--single-step", action="store_true",
@@ -238,7 +243,8 @@ def _plural(n: int, noun: str) -> str:
 
 
 _OPENAI_ONLY = (("--model", "model"), ("--base-url", "base_url"), ("--temperature", "temperature"),
-                ("--max-tokens", "max_tokens"))
+                ("--max-tokens", "max_tokens"), ("--policy-timeout", "policy_timeout"),
+                ("--max-retries", "max_retries"), ("--stream", "stream"))
 
 
 def _loader_option(text: str) -> tuple[str, Any]:
@@ -316,10 +322,16 @@ def _make_run_policy(args: argparse.Namespace, tasks: list[Any]) -> Any:
         options: dict[str, Any] = {"model": args.model or "gpt-4o", "temperature": _temperature(args)}
         if args.base_url:
             options["base_url"] = args.base_url
-        if args.max_tokens is not None:
-            options["max_tokens"] = args.max_tokens
-        return make_policy("openai", **options)
-    given = [flag for flag, attr in _OPENAI_ONLY if getattr(args, attr) is not None]
+        for flag, key in (("max_tokens", "max_tokens"), ("policy_timeout", "timeout"),
+                          ("max_retries", "max_retries")):
+            if getattr(args, flag) is not None:  # 0 retries is a choice, not a default
+                options[key] = getattr(args, flag)
+        if args.stream:
+            options["stream"] = True
+        policy = make_policy("openai", **options)
+        policy.preflight()  # one cheap request: a wrong URL or model fails here, in one line
+        return policy
+    given = [flag for flag, attr in _OPENAI_ONLY if getattr(args, attr) not in (None, False)]
     if given:  # refused rather than silently ignored
         verb, pronoun = ("applies", "it") if len(given) == 1 else ("apply", "them")
         raise ConfigError(f"{', '.join(given)} {verb} only to --policy openai, not "
@@ -471,6 +483,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
                  f"{run_info['seconds']:.1f}s; wrote {out / 'trajectories.jsonl'} and "
                  f"{out / 'summary.json'}")
     stdout.print(f"next: agentenv report {out}   (HTML report and a browser of every episode)")
+    if result.stopped:
+        err.print(f"stopped: {result.stopped}; {len(result.trajectories)} finished episode(s) are "
+                  f"saved in {out}; once the server answers again, run the same command with "
+                  f"--out {out} to resume", markup=False)
+        return EXIT_FAILURES
+    if summary.get("stop_reasons", {}).get("context_length"):
+        err.print(f"{summary['stop_reasons']['context_length']} episode(s) ended when the conversation "
+                  "outgrew the model's context; cap it with --token-budget", markup=False)
     if result.errors:
         err.print(f"{len(result.errors)} episode(s) failed (first: {result.errors[0].episode_id}: "
                   f"{result.errors[0].error}); run the same command again to retry them")

@@ -12,7 +12,7 @@ import pytest
 from agentenv.cli import main
 from agentenv.tasks import Task
 from agentenv.tasks.builtin import builtin_tasks
-from agentenv.testing import ChatServer, ScriptedModel
+from agentenv.testing import ChatReply, ChatServer, ScriptedModel
 
 TASKS = builtin_tasks()[:3]
 
@@ -69,8 +69,8 @@ def test_run_with_the_openai_policy_sends_full_history_and_shows_revision(
         code, _out, _err = run_cli(capsys, "run", "--policy", "openai", "--base-url", server.url,
                                    "--model", "M", "--tasks", str(tasks_file), "--max-turns", "3",
                                    "--samples", "2", "--out", str(out_dir), "--no-progress")
-        requests = server.chat_requests
-    assert code == 0
+        preflight, *requests = server.chat_requests
+    assert code == 0 and preflight.body["max_tokens"] == 1  # the one-token check before the run
     episodes = records(out_dir)
     assert len(episodes) == 6 and {r["sample"] for r in episodes} == {0, 1}
     assert all(r["model"] == "M" and r["policy"] == "openai" for r in episodes)
@@ -80,6 +80,27 @@ def test_run_with_the_openai_policy_sends_full_history_and_shows_revision(
     revised = [r for r in episodes if len(r["turns"]) > 1]
     assert revised and all(r["turns"][0]["reward"] < r["turns"][-1]["reward"] == 1.0 for r in revised)
     assert all(t["usage"]["completion_tokens"] > 0 for r in episodes for t in r["turns"])
+
+
+def test_run_passes_policy_timeout_retries_and_stream_to_the_openai_policy(
+        tmp_path: Path, tasks_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--stream reaches the request; --policy-timeout 0.3 with --max-retries 0 makes a 2 s reply
+    fail its episode after one attempt, reported with a hint to resume."""
+    def slow_after_preflight(body: dict) -> ChatReply:
+        return ChatReply("OK") if body.get("max_tokens") == 1 else ChatReply("late", delay=2.0)
+
+    with ChatServer(ScriptedModel(TASKS)) as server:
+        code, _out, _err = run_cli(capsys, "run", "--policy", "openai", "--base-url", server.url,
+                                   "--tasks", str(tasks_file), "--limit", "1", "--single-step",
+                                   "--stream", "--out", str(tmp_path / "s"), "--no-progress")
+        assert code == 0 and server.chat_requests[-1].body["stream"] is True
+    with ChatServer(slow_after_preflight) as server:
+        code, _out, err = run_cli(capsys, "run", "--policy", "openai", "--base-url", server.url,
+                                  "--tasks", str(tasks_file), "--limit", "1", "--single-step",
+                                  "--policy-timeout", "0.3", "--max-retries", "0",
+                                  "--out", str(tmp_path / "t"), "--no-progress")
+        assert len(server.chat_requests) == 2  # the preflight, then one attempt
+    assert code == 1 and "timed out after 1 attempt(s)" in err and "again to retry" in err
 
 
 def test_run_passes_prompt_budget_and_feedback_options_to_the_environment(
