@@ -73,14 +73,14 @@ def python_equal(actual: Any, expected: Any, tolerance: float | None = None) -> 
     The plain ``==`` is tried first (one C loop for flat lists), the tolerant walk only when
     it fails and a tolerance is given.
     """
-    if _nan_free_equal(actual, expected):
+    if _plain_equal(actual, expected):
         return True
     if tolerance is None:
         return False
     return _close(actual, expected, tolerance, 0)
 
 
-def _nan_free_equal(actual: Any, expected: Any) -> bool:
+def _plain_equal(actual: Any, expected: Any) -> bool:
     result = actual == expected
     if type(result) is not bool:  # pragma: no cover - plain data always answers a bool
         return False
@@ -104,7 +104,7 @@ def _close(a: Any, e: Any, tol: float, depth: int) -> bool:
     if ta in _SEQUENCES and te in _SEQUENCES:
         if (ta is tuple) is not (te is tuple) or (ta is collections.deque) is not (te is collections.deque):
             return False
-        return len(a) == len(e) and all(_close(x, y, tol, depth + 1) for x, y in zip(a, e))
+        return len(a) == len(e) and all(_close(x, y, tol, depth + 1) for x, y in zip(a, e, strict=False))
     if ta in _DICTS and te in _DICTS:
         if len(a) != len(e):
             return False
@@ -147,7 +147,7 @@ def _strict(actual: Any, expected: Any, tolerance: float | None, depth: int) -> 
         kinds = list(map(type, actual))
         if kinds == list(map(type, expected)) and _SCALARS.issuperset(kinds) and actual == expected:
             return True
-        return all(_strict(a, e, tolerance, depth + 1) for a, e in zip(actual, expected))
+        return all(_strict(a, e, tolerance, depth + 1) for a, e in zip(actual, expected, strict=False))
     if kind in _DICTS:
         if len(actual) != len(expected):
             return False
@@ -473,7 +473,7 @@ def guarded_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         kwargs = {k: _guarded(v) for k, v in kwargs.items()}
     if guard is not None:
         return guard(*args, **kwargs)
-    owner = getattr(fn, "__self__", None)
+    owner: Any = getattr(fn, "__self__", None)
     if type(owner) in (str, bytes) and getattr(fn, "__name__", "") in _WIDENING:
         sizes = [len(owner)]
         for arg in (*args, *kwargs.values()):
