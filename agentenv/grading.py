@@ -472,20 +472,23 @@ def _failure(cp: CheckPlan, kind: FailureKind, message: str) -> Failure:
     return Failure(cp.index, cp.text, kind, _clip(message, 500))
 
 
-def _decode_value(data: Any) -> Any:
+def _decode_value(data: Any, budget: Any) -> Any:
     """A call's value from its frame bytes; over a wire budget it is a failed call naming it."""
     # Imported here, not at the top: agentenv.sandbox imports this module.
     from agentenv.sandbox._wire import ValueBudget, decode_value
 
     try:
-        return decode_value(data)
+        return decode_value(data, budget)
     except ValueBudget as exc:
         raise _CallFailed("budget", str(exc)) from None
 
 
 def _judge_trusted(cp: CheckPlan, calls: Mapping[tuple[int, int], Mapping[str, Any]],
                    tolerance: float | None, equality: str, missing: Any) -> Failure | None:
+    from agentenv.sandbox._wire import DecodeBudget
+
     values: dict[int, Any] = {}
+    budget = DecodeBudget()  # the values of one check are alive together: they share one budget
 
     def value(j: int) -> Any:
         if j in values:
@@ -498,7 +501,7 @@ def _judge_trusted(cp: CheckPlan, calls: Mapping[tuple[int, int], Mapping[str, A
                 raise _CallFailed(str(frame["kind"]), str(frame.get("msg", "object")))
             raise _CallFailed(_kind(frame.get("kind")), str(frame.get("msg", "")))
         try:
-            values[j] = _decode_value(frame["v"])
+            values[j] = _decode_value(frame["v"], budget)
         except (ValueError, TypeError, OverflowError, RecursionError, MemoryError):
             raise _CallFailed("exception", "its result arrived malformed") from None
         return values[j]

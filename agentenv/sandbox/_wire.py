@@ -32,12 +32,15 @@ exact floats, goes as one typed array (``array`` module bytes, little-endian): a
 answer costs one C loop on each side instead of 100k Python steps.
 
 **Budgets** (the trusted side enforces them whatever the bytes say; :class:`ValueBudget`
-names the one exceeded): a frame is bounded by the run's result-channel cap
-(``Limits.max_result_bytes``); one value holds at most ``MAX_ITEMS`` elements (members of
-all its containers together: the decoded value cannot amplify its bytes into unbounded
-memory), nests at most ``MAX_DEPTH`` tagged containers (plain arrays and maps are also bounded
-by msgpack's own stack), has no int wider than ``MAX_INT_BITS``, and no set or dict whose keys
-were chosen to collide in the hash table (that would make building it quadratic).
+names the one exceeded). A frame is bounded by the run's result-channel cap
+(``Limits.max_result_bytes``). One value, or all the values one check compares (they share a
+:class:`DecodeBudget`), holds at most ``MAX_ITEMS`` objects: the members of all containers and
+the containers themselves, a set or deque counting for the several small objects its memory
+is worth; no array or map may even declare more than what is left, so decoded values cannot
+amplify their bytes into unbounded memory. Tagged containers nest at most ``MAX_DEPTH`` levels
+(the encoder nests no container deeper; forged plain arrays stop at msgpack's stack, or at the
+recursion limit of the pure-Python decoder). No int is wider than ``MAX_INT_BITS``, and no set
+or dict has keys chosen to collide in the hash table (building it would be quadratic).
 
 Decoding builds builtin and ``collections`` values only: nothing is executed, nothing is looked
 up by name, nothing is unpickled. For the judge: ``encode_value(value) -> bytes`` and
@@ -57,6 +60,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_INT_BITS",
     "MAX_ITEMS",
+    "DecodeBudget",
     "NotPlainData",
     "ValueBudget",
     "ValueTooLarge",
@@ -68,7 +72,7 @@ __all__ = [
 
 MAX_DEPTH = 64  # nesting depth of tagged containers (tuple, set, ...), and of the encoder's walk
 MAX_INT_BITS = 1 << 17  # 131,072 bits, about 39,000 decimal digits
-MAX_ITEMS = 1 << 22  # 4,194,304 elements in one value, all containers together
+MAX_ITEMS = 1 << 21  # 2,097,152 objects in one value (elements and containers, all levels)
 TYPED_MIN = 16  # shortest list sent as a typed array (below it the header costs more than it saves)
 _COLLIDE_MIN = 64  # sets/dicts at least this big get their key hashes checked
 
@@ -86,6 +90,10 @@ _DD = struct.Struct(">dd")
 _EXT_ITEMS = {EXT_TUPLE: tuple, EXT_SET: set, EXT_FROZENSET: frozenset, EXT_DEQUE: _deque}
 _EXT_MAPS = {EXT_COUNTER: _Counter, EXT_ORDERED: _OrderedDict, EXT_DEFAULT: _defaultdict}
 _ARRAY_KINDS = {0: list, 1: tuple}
+# What rebuilding one (empty) container costs, in objects of ~64 bytes: a deque is ~760 bytes,
+# and on malloc rather than Python's small-object arenas.
+_WEIGHT = {EXT_TUPLE: 1, EXT_SET: 4, EXT_FROZENSET: 4, EXT_DEQUE: 24, EXT_COUNTER: 4,
+           EXT_ORDERED: 6, EXT_DEFAULT: 4}
 _TYPECODES = {ord("i"): "i", ord("q"): "q", ord("d"): "d"}
 
 
@@ -207,15 +215,12 @@ def _pack(buf: bytearray, v: Any, depth: int, budget: list[int]) -> None:
             raise ValueTooLarge(f"a value nested deeper than {MAX_DEPTH} levels (MAX_DEPTH)")
         if t is list or t is tuple:
             items = list.copy(v) if t is list else v
-            budget[0] -= len(items)
-            if budget[0] < 0:
-                raise ValueTooLarge(f"a value of more than {MAX_ITEMS} elements (MAX_ITEMS)")
-            if len(items) >= TYPED_MIN:
-                payload = _typed(items)
-                if payload is not None:
-                    _ext(buf, EXT_ARRAY, payload)
-                    return
-            if t is list:
+            payload = _typed(items) if len(items) >= TYPED_MIN else None
+            # The decoder's count, exactly: elements, the container, a tuple's tag.
+            _spend(budget, len(items) + 1 + (t is tuple and payload is None))
+            if payload is not None:
+                _ext(buf, EXT_ARRAY, payload)
+            elif t is list:
                 _pack_items(buf, items, depth, budget)
             else:
                 _ext(buf, EXT_TUPLE, _packed_items(items, depth, budget))
@@ -223,18 +228,23 @@ def _pack(buf: bytearray, v: Any, depth: int, budget: list[int]) -> None:
             _pack_map(buf, v, depth, budget)
         elif t is set or t is frozenset or t is _deque:
             items = list(set.copy(v) if t is set else v)
-            budget[0] -= len(items)
-            if budget[0] < 0:
-                raise ValueTooLarge(f"a value of more than {MAX_ITEMS} elements (MAX_ITEMS)")
             code = EXT_SET if t is set else EXT_FROZENSET if t is frozenset else EXT_DEQUE
+            _spend(budget, _WEIGHT[code] + len(items) + 1)
             _ext(buf, code, _packed_items(items, depth, budget))
         elif t is _Counter or t is _OrderedDict or t is _defaultdict:
             code = EXT_COUNTER if t is _Counter else EXT_ORDERED if t is _OrderedDict else EXT_DEFAULT
+            _spend(budget, _WEIGHT[code])
             inner = bytearray()
             _pack_map(inner, v, depth, budget)
             _ext(buf, code, inner)
         else:
             raise NotPlainData(_type_label(v))
+
+
+def _spend(budget: list[int], n: int) -> None:
+    budget[0] -= n
+    if budget[0] < 0:
+        raise ValueTooLarge(f"a value of more than {MAX_ITEMS} elements and containers (MAX_ITEMS)")
 
 
 def _pack_items(buf: bytearray, items: Any, depth: int, budget: list[int]) -> None:
@@ -251,9 +261,7 @@ def _packed_items(items: Any, depth: int, budget: list[int]) -> bytearray:
 
 def _pack_map(buf: bytearray, mapping: Any, depth: int, budget: list[int]) -> None:
     pairs = list(dict.items(mapping))  # dict's own items: no subclass hook runs
-    budget[0] -= len(pairs)
-    if budget[0] < 0:
-        raise ValueTooLarge(f"a value of more than {MAX_ITEMS} elements (MAX_ITEMS)")
+    _spend(budget, 2 * len(pairs) + 1)
     _head(buf, len(pairs), 0x80, 16, 0xDE, 0xDF)
     for key, item in pairs:
         _pack(buf, key, depth + 1, budget)
@@ -278,8 +286,12 @@ def encode_value(value: Any) -> bytes:
 
 # --------------------------------------------------------------------------- decoding
 
-class _Budget:
-    """What one value may still spend while it is rebuilt."""
+class DecodeBudget:
+    """What a value (or several values judged together) may still spend while rebuilt.
+
+    Pass one to several :func:`decode_value` calls to make them share ``MAX_ITEMS``: the
+    values one check compares are alive at the same time, so they share one budget.
+    """
 
     __slots__ = ("depth", "items")
 
@@ -290,7 +302,8 @@ class _Budget:
     def spend(self, n: int) -> None:
         self.items -= n
         if self.items < 0:
-            raise ValueBudget(f"the value has more than {MAX_ITEMS} elements (MAX_ITEMS)")
+            raise ValueBudget(f"the value has more than {MAX_ITEMS} elements and containers "
+                              f"(MAX_ITEMS)")
 
 
 def _no_collisions(keys: Any) -> None:
@@ -337,7 +350,7 @@ def _from_bigint(payload: bytes) -> int:
     return value
 
 
-def _ext_value(code: int, payload: bytes, budget: _Budget, items: Any) -> Any:
+def _ext_value(code: int, payload: bytes, budget: DecodeBudget, items: Any) -> Any:
     """Rebuild extension ``code``; ``items(payload)`` decodes a nested msgpack payload."""
     if code == EXT_BIGINT:
         return _from_bigint(payload)
@@ -347,10 +360,11 @@ def _ext_value(code: int, payload: bytes, budget: _Budget, items: Any) -> Any:
         return complex(*_DD.unpack(payload))
     if code == EXT_ARRAY:
         data, kind = _from_array(payload)
-        budget.spend(len(data))
+        budget.spend(len(data) + 1)
         return kind(data.tolist())
     if code not in _EXT_ITEMS and code not in _EXT_MAPS:
         raise ValueError(f"unknown value extension {code}")
+    budget.spend(_WEIGHT[code])
     budget.depth += 1
     if budget.depth > MAX_DEPTH:
         raise ValueBudget(f"the value nests deeper than {MAX_DEPTH} levels (MAX_DEPTH)")
@@ -381,15 +395,14 @@ def _msgpack_decoder() -> Any:
         return None
     unpackb = msgpack.unpackb
 
-    def decode(data: bytes) -> Any:
-        budget = _Budget()
+    def decode(data: bytes, budget: DecodeBudget) -> Any:
 
         def on_list(items: list[Any]) -> list[Any]:
-            budget.spend(len(items))
+            budget.spend(len(items) + 1)
             return items
 
         def on_pairs(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
-            budget.spend(len(pairs))
+            budget.spend(2 * len(pairs) + 1)
             if len(pairs) >= _COLLIDE_MIN:
                 _no_collisions([k for k, _ in pairs])
             try:
@@ -401,7 +414,16 @@ def _msgpack_decoder() -> Any:
             return _ext_value(code, payload, budget, nested)
 
         def nested(payload: bytes) -> Any:
-            return unpackb(payload, **options)
+            # msgpack checks declared lengths against these before allocating anything, and
+            # the hooks count what was built: an array of scalars cannot outgrow what is left.
+            room = max(0, budget.items)
+            try:
+                return unpackb(payload, max_array_len=room, max_map_len=room // 2, **options)
+            except ValueError as exc:
+                if "exceeds max_" in str(exc):
+                    raise ValueBudget(f"the value has more than {MAX_ITEMS} elements and "
+                                      f"containers (MAX_ITEMS)") from None
+                raise
 
         options = {"raw": False, "unicode_errors": "surrogatepass", "strict_map_key": False,
                    "use_list": True, "list_hook": on_list, "object_pairs_hook": on_pairs,
@@ -416,7 +438,7 @@ class _Reader:
 
     __slots__ = ("budget", "data", "extensions", "pos")
 
-    def __init__(self, data: bytes, budget: _Budget, extensions: bool = True) -> None:
+    def __init__(self, data: bytes, budget: DecodeBudget, extensions: bool = True) -> None:
         self.data = memoryview(data)
         self.pos = 0
         self.budget = budget
@@ -436,7 +458,7 @@ class _Reader:
 
     def read(self, level: int) -> Any:
         if level > 1024:
-            raise ValueBudget("the value nests too deeply")
+            raise ValueBudget("the value nests deeper than msgpack's stack allows")
         b = self.take(1)[0]
         if b < 0x80:
             return b
@@ -456,12 +478,18 @@ class _Reader:
     def text(self, n: int) -> str:
         return self.take(n).decode("utf-8", "surrogatepass")
 
+    def room(self, n: int) -> None:
+        if n > len(self.data) - self.pos:  # every element takes at least one byte
+            raise ValueError("truncated value")
+
     def items(self, n: int, level: int) -> list[Any]:
-        self.budget.spend(n)
+        self.room(n)
+        self.budget.spend(n + 1)
         return [self.read(level + 1) for _ in range(n)]
 
     def pairs(self, n: int, level: int) -> dict[Any, Any]:
-        self.budget.spend(n)
+        self.room(2 * n)
+        self.budget.spend(2 * n + 1)
         pairs = [(self.read(level + 1), self.read(level + 1)) for _ in range(n)]
         _no_collisions([k for k, _ in pairs])
         try:
@@ -526,19 +554,25 @@ _READ: dict[int, Any] = {
 }
 
 
-def decode_value_pure(data: bytes) -> Any:
+def decode_value_pure(data: bytes, budget: DecodeBudget | None = None) -> Any:
     """:func:`decode_value` with the standard library only (what the sandboxed side can use)."""
     if type(data) is not bytes:
         raise ValueError("malformed value: expected bytes")
-    return _Reader(data, _Budget()).whole()
+    try:
+        return _Reader(data, budget or DecodeBudget()).whole()
+    except RecursionError:
+        raise ValueBudget("the value nests deeper than this decoder's recursion allows") from None
 
 
 _fast_decode: Any = None
 _fast_checked = False
 
 
-def decode_value(data: Any) -> Any:
+def decode_value(data: Any, budget: DecodeBudget | None = None) -> Any:
     """Rebuild a value from :func:`encode_value`'s bytes; raise ValueError when malformed.
+
+    ``budget`` (optional) is shared with other values decoded alongside; by default the value
+    has a budget of its own.
 
     :class:`ValueBudget` (a ValueError) names the budget a value exceeded. Hashability and
     hash collisions are checked where a set member or dict key is rebuilt, so a forged
@@ -550,15 +584,19 @@ def decode_value(data: Any) -> Any:
         raise ValueError("malformed value: expected bytes")
     if not _fast_checked:
         _fast_decode, _fast_checked = _msgpack_decoder(), True
+    if budget is None:
+        budget = DecodeBudget()
     if _fast_decode is None:
-        return decode_value_pure(data)
+        return decode_value_pure(data, budget)
     try:
-        return _fast_decode(data)
+        return _fast_decode(data, budget)
     except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as exc:
         if isinstance(exc, ValueBudget):
             raise
         if type(exc).__name__ == "ExtraData":
             raise ValueError("trailing bytes after the value") from None
+        if type(exc).__name__ == "StackError" or isinstance(exc, RecursionError):
+            raise ValueBudget("the value nests deeper than msgpack's stack allows") from None
         raise ValueError(f"malformed value ({type(exc).__name__})") from None
 
 
@@ -602,9 +640,10 @@ def _frame_body(body: bytes) -> Any:
         else:
             _frame_unpackb = msgpack.unpackb
     if _frame_unpackb is False:
-        return _Reader(body, _Budget(), extensions=False).whole()
+        return _Reader(body, DecodeBudget(), extensions=False).whole()
+    # A frame is a small map (its value travels as one bin): no big arrays or maps allowed.
     return _frame_unpackb(body, raw=False, unicode_errors="surrogatepass", strict_map_key=False,
-                          ext_hook=_refuse_ext, max_ext_len=0)
+                          ext_hook=_refuse_ext, max_ext_len=0, max_array_len=64, max_map_len=64)
 
 
 def _refuse_ext(code: int, payload: bytes) -> Any:
