@@ -439,7 +439,7 @@ class _Reader:
     __slots__ = ("budget", "data", "extensions", "pos")
 
     def __init__(self, data: bytes, budget: DecodeBudget, extensions: bool = True) -> None:
-        self.data = memoryview(data)
+        self.data = data
         self.pos = 0
         self.budget = budget
         self.extensions = extensions
@@ -448,7 +448,7 @@ class _Reader:
         end = self.pos + n
         if end > len(self.data):
             raise ValueError("truncated value")
-        out = bytes(self.data[self.pos:end])
+        out = self.data[self.pos:end]
         self.pos = end
         return out
 
@@ -459,7 +459,11 @@ class _Reader:
     def read(self, level: int) -> Any:
         if level > 1024:
             raise ValueBudget("the value nests deeper than msgpack's stack allows")
-        b = self.take(1)[0]
+        pos = self.pos
+        if pos >= len(self.data):
+            raise ValueError("truncated value")
+        b = self.data[pos]
+        self.pos = pos + 1
         if b < 0x80:
             return b
         if b >= 0xE0:
