@@ -127,8 +127,9 @@ def _head(buf: bytearray, n: int, fix: int, fixmax: int, c16: int, c32: int) -> 
         buf += _B4.pack(c32, n)
 
 
-def _ext(buf: bytearray, code: int, payload: bytes | bytearray) -> None:
-    n = len(payload)
+def _ext(buf: bytearray, code: int, payload: Any, n: int | None = None) -> None:
+    """An extension: its header, then ``payload`` (any buffer; ``n`` its size in bytes)."""
+    n = len(payload) if n is None else n
     if n == 1 or n == 2 or n == 4 or n == 8 or n == 16:
         buf += _B1.pack({1: 0xD4, 2: 0xD5, 4: 0xD6, 8: 0xD7, 16: 0xD8}[n], code)
     elif n < 0x100:
@@ -158,8 +159,8 @@ def _pack_int(buf: bytearray, v: int) -> None:
         _ext(buf, EXT_BIGINT, int.to_bytes(v, bits // 8 + 1, "big", signed=True))
 
 
-def _typed(items: Any) -> bytes | None:
-    """The typed-array payload of a flat list/tuple of exact ints or floats, else None."""
+def _typed(items: Any) -> array[Any] | None:
+    """A flat list/tuple of exact ints or floats as one typed array, else None."""
     kinds = set(map(type, items))
     if kinds == {int}:
         for code in "iq":
@@ -176,7 +177,7 @@ def _typed(items: Any) -> bytes | None:
         return None
     if not _LITTLE:  # pragma: no cover - big-endian hosts
         data.byteswap()
-    return bytes((0 if type(items) is list else 1, ord(code))) + data.tobytes()
+    return data
 
 
 def _pack(buf: bytearray, v: Any, depth: int, budget: list[int]) -> None:
@@ -214,12 +215,16 @@ def _pack(buf: bytearray, v: Any, depth: int, budget: list[int]) -> None:
         if depth >= MAX_DEPTH:
             raise ValueTooLarge(f"a value nested deeper than {MAX_DEPTH} levels (MAX_DEPTH)")
         if t is list or t is tuple:
-            items = list.copy(v) if t is list else v
-            payload = _typed(items) if len(items) >= TYPED_MIN else None
+            # No candidate code runs while exact builtin containers are walked, so none can
+            # change them under the walk: no copy is needed.
+            items = v
+            typed = _typed(items) if len(items) >= TYPED_MIN else None
             # The decoder's count, exactly: elements, the container, a tuple's tag.
-            _spend(budget, len(items) + 1 + (t is tuple and payload is None))
-            if payload is not None:
-                _ext(buf, EXT_ARRAY, payload)
+            _spend(budget, len(items) + 1 + (t is tuple and typed is None))
+            if typed is not None:
+                _ext(buf, EXT_ARRAY, bytes((t is tuple, ord(typed.typecode))),
+                     2 + len(typed) * typed.itemsize)
+                buf += typed  # straight from the array's buffer: one copy
             elif t is list:
                 _pack_items(buf, items, depth, budget)
             else:
@@ -227,7 +232,7 @@ def _pack(buf: bytearray, v: Any, depth: int, budget: list[int]) -> None:
         elif t is dict:
             _pack_map(buf, v, depth, budget)
         elif t is set or t is frozenset or t is _deque:
-            items = list(set.copy(v) if t is set else v)
+            items = v
             code = EXT_SET if t is set else EXT_FROZENSET if t is frozenset else EXT_DEQUE
             _spend(budget, _WEIGHT[code] + len(items) + 1)
             _ext(buf, code, _packed_items(items, depth, budget))
