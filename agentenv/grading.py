@@ -294,6 +294,7 @@ def _decompose(source: str) -> tuple[tuple[str, ...], CodeType, tuple[tuple[int,
         return None
     test = decomposer.result
     assert test is not None
+    test = ast.fix_missing_locations(_Budgeted().visit(test))  # the expected side is budgeted too
     expected: list[tuple[int, CodeType]] = []
     for node in ast.walk(test):
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
@@ -302,7 +303,7 @@ def _decompose(source: str) -> tuple[tuple[str, ...], CodeType, tuple[tuple[int,
                 if _is_placeholder(this) and not any(_is_placeholder(n) for n in ast.walk(other)):
                     index = this.args[0].value  # type: ignore[attr-defined]
                     expected.append((index, compile(ast.Expression(other), "<expected>", "eval")))
-    rewritten = _StrictComparisons().visit(_Budgeted().visit(test))
+    rewritten = _StrictComparisons().visit(test)
     module = ast.fix_missing_locations(ast.Expression(rewritten))
     try:
         program = compile(module, f"<check: {source[:60]}>", "eval", dont_inherit=True)
@@ -377,11 +378,13 @@ def judge(
     float_tolerance: float | None = None,
     died: str | None = None,
     equality: str = "python",
+    capped: int | None = None,
 ) -> RunResult:
     """Turn the child's frames into a RunResult; every verdict is decided here.
 
     ``died`` says how the child ended when it did not finish (a signal, a limit), for the
-    ``no_result`` messages. ``equality`` is ``"python"`` or ``"strict"`` (see
+    ``no_result`` messages; ``capped`` is the result channel's byte cap when the run's results
+    reached it (checks that never reported then say so). ``equality`` is ``"python"`` or ``"strict"`` (see
     :mod:`agentenv.values`). Exit codes are never consulted. Whatever the frames hold, this
     returns: an error while judging one check fails that check with the error's message.
     """
@@ -411,6 +414,10 @@ def judge(
         if timed_out:
             return Failure(cp.index, cp.text, "timeout",
                            "the time limit was reached before this check finished")
+        if capped is not None:
+            return Failure(cp.index, cp.text, "no_result",
+                           f"this check's result did not arrive: the run's results reached "
+                           f"Limits.max_result_bytes ({capped:,} bytes)")
         why = f" ({died})" if died else ""
         return Failure(cp.index, cp.text, "no_result",
                        f"the candidate's process ended before reporting this check{why}")

@@ -451,3 +451,17 @@ def test_code_reward_scores_a_row_the_sandbox_fails_on_and_keeps_the_others(
     rewards = reward(completions=[good, good + "# BREAK\n", good.replace("+", "-")],
                      checks=['["assert add(1, 2) == 3"]'] * 3, entry_point=["add"] * 3)
     assert rewards == [1.0, 0.0, 0.0]
+
+
+def test_values_past_the_result_cap_fail_with_a_message_naming_it(pool: SandboxPool) -> None:
+    """One value bigger than Limits.max_result_bytes, or several that fill it: the limit is named."""
+    from agentenv.sandbox import Limits
+
+    limits = Limits(max_result_bytes=4 * 1024**2)
+    code = "def f(n):\n    return 'x' * n\ndef g(n):\n    return ['y' * 1_000_000] * n\n"
+    one = run_tests(code, ["assert f(5_000_000) == ''", "assert f(3) == 'xxx'"], limits=limits, pool=pool)
+    assert one.passed_indices == (1,)
+    assert "Limits.max_result_bytes" in one.failures[0].message
+    many = run_tests(code, ["assert g(3) == []", "assert g(3) == []"], limits=limits, pool=pool)
+    assert many.passed == 0
+    assert "Limits.max_result_bytes" in many.failures[1].message

@@ -86,12 +86,14 @@ def run_tests(
         "nonce": nonce, "code": code_str, "setup": setup_code or "", "prelude": prelude,
         "items": plan.job_items(),
         "limits": limits.for_child(timeout, nproc=pool.level == "strict"),
+        "max_value_bytes": limits.max_result_bytes,
     }
     raw = pool.run(job, float(timeout), limits)
     result = judge(
         plan, parse_frames(raw.result, nonce), timed_out=raw.timed_out, isolation=raw.isolation,
         exec_seconds=raw.seconds, stdout=raw.stdout, stderr=raw.stderr,
         float_tolerance=float_tolerance, died=raw.died, equality=equality,
+        capped=limits.max_result_bytes if len(raw.result) >= limits.max_result_bytes else None,
     )
     return redact_result(result)
 

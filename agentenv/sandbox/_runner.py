@@ -165,7 +165,8 @@ def _run_stmt(index: int, source: str, ns: dict[str, Any], chan: _Channel) -> No
     chan.send({"t": "stmt", "i": index, "ok": True})
 
 
-def _run_calls(index: int, calls: list[str], ns: dict[str, Any], chan: _Channel) -> None:
+def _run_calls(index: int, calls: list[str], ns: dict[str, Any], chan: _Channel,
+               max_bytes: int = 0) -> None:
     for j, source in enumerate(calls):
         try:
             compiled = _compile(source, f"<check {index}>", "eval", dont_inherit=True)
@@ -183,6 +184,11 @@ def _run_calls(index: int, calls: list[str], ns: dict[str, Any], chan: _Channel)
             continue
         except BaseException as exc:  # RecursionError, MemoryError on a huge value
             chan.send({"t": "call", "i": index, "j": j, "kind": "type", "msg": _message(exc)})
+            continue
+        if max_bytes and len(encoded) > max_bytes:  # it could never arrive whole: say why now
+            chan.send({"t": "call", "i": index, "j": j, "kind": "budget",
+                       "msg": f"a value of {len(encoded)} bytes (Limits.max_result_bytes is "
+                              f"{max_bytes})"})
             continue
         chan.send({"t": "call", "i": index, "j": j, "v": encoded})
 
@@ -279,7 +285,7 @@ def run_job(job: dict[str, Any], result_fd: int) -> None:
         elif kind == "stmt":
             _run_stmt(index, str(item["src"]), ns, chan)
         elif kind == "calls":
-            _run_calls(index, list(item["calls"]), ns, chan)
+            _run_calls(index, list(item["calls"]), ns, chan, int(job.get("max_value_bytes", 0)))
     chan.send({"t": "done"})
 
 
