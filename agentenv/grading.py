@@ -18,10 +18,10 @@ A check is graded in one of three ways:
   operator and builtin call going through budgets, so no candidate value can make this process
   compute without bound. Anything that is not plain data fails the check ("returned a Foo,
   expected int"); a value over a budget, or any error while judging, fails the check with a
-  message naming the limit, never an exception. Builtin names in the assertion (``abs``, ``sorted``, ``len``...) are the trusted
-  side's own, so a candidate that redefines them gains nothing; only an assertion that never
-  calls anything else (MBPP's ``assert sum(10, 15) == 6`` for a task *about* ``sum``) sends
-  those calls to the child.
+  message naming the limit, never an exception. Builtin names in the assertion (``abs``,
+  ``sorted``, ``len``...) are the trusted side's own, so a candidate that redefines them gains
+  nothing; only an assertion that never calls anything else (MBPP's ``assert sum(10, 15) ==
+  6`` for a task *about* ``sum``) sends those calls to the child.
 - **stdio** (:class:`~agentenv.tasks.schema.StdioCase`): the child runs the candidate as a
   program with the case's stdin and returns what it wrote to stdout; the expected output never
   leaves this process; the comparison ignores trailing spaces on each line and trailing newlines.
@@ -361,9 +361,10 @@ class _Missing(Exception):
 class _CallFailed(Exception):
     """A call raised in the child, or returned something that is not plain data."""
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: str, message: str, j: int | None = None) -> None:
         super().__init__(message)
         self.kind = kind
+        self.j = j
 
 
 def judge(
@@ -384,8 +385,8 @@ def judge(
 
     ``died`` says how the child ended when it did not finish (a signal, a limit), for the
     ``no_result`` messages; ``capped`` is the result channel's byte cap when the run's results
-    reached it (checks that never reported then say so). ``equality`` is ``"python"`` or ``"strict"`` (see
-    :mod:`agentenv.values`). Exit codes are never consulted. Whatever the frames hold, this
+    reached it (checks that never reported then say so). ``equality`` is ``"python"`` or
+    ``"strict"`` (see :mod:`agentenv.values`). Exit codes are never consulted. Whatever the frames hold, this
     returns: an error while judging one check fails that check with the error's message.
     """
     from agentenv.sandbox.result import RunResult
@@ -505,12 +506,15 @@ def _judge_trusted(cp: CheckPlan, calls: Mapping[tuple[int, int], Mapping[str, A
             raise _Missing
         if "v" not in frame:
             if frame.get("kind") in ("type", "budget"):
-                raise _CallFailed(str(frame["kind"]), str(frame.get("msg", "object")))
-            raise _CallFailed(_kind(frame.get("kind")), str(frame.get("msg", "")))
+                raise _CallFailed(str(frame["kind"]), str(frame.get("msg", "object")), j)
+            raise _CallFailed(_kind(frame.get("kind")), str(frame.get("msg", "")), j)
         try:
             values[j] = _decode_value(frame["v"], budget)
+        except _CallFailed as exc:
+            exc.j = j
+            raise
         except (ValueError, TypeError, OverflowError, RecursionError, MemoryError):
-            raise _CallFailed("exception", "its result arrived malformed") from None
+            raise _CallFailed("malformed", "its result arrived malformed", j) from None
         return values[j]
 
     namespace = {
@@ -526,7 +530,7 @@ def _judge_trusted(cp: CheckPlan, calls: Mapping[tuple[int, int], Mapping[str, A
     except _Missing:
         return missing(cp)
     except _CallFailed as exc:
-        j = _failing_call(cp, calls)
+        j = exc.j if exc.j is not None else _failing_call(cp, calls)
         call = cp.calls[j] if j is not None else "the call"
         if exc.kind == "type":
             expected = _expected_type(cp, j, namespace)
@@ -535,10 +539,12 @@ def _judge_trusted(cp: CheckPlan, calls: Mapping[tuple[int, int], Mapping[str, A
         if exc.kind == "budget":
             return _failure(cp, "assertion",
                             f"{_clip(call, 80)} returned a value over the judge's budget: {exc}")
+        if exc.kind == "malformed":
+            return _failure(cp, "exception", f"the result of {_clip(call, 80)} arrived malformed")
         return _failure(cp, "exception" if exc.kind == "assertion" else _kind(exc.kind),
                         f"{_clip(call, 80)} raised {exc}")
     except BudgetExceeded as exc:
-        return _failure(cp, "assertion", f"over the judge's budget: {_describe_error(exc)}")
+        return _failure(cp, "assertion", f"over the judge's budget: {_clip(str(exc), 300)}")
     except Exception as exc:  # the trusted expression failed on the returned values
         return _failure(cp, "exception", _describe_error(exc))
     if ok:
