@@ -428,6 +428,8 @@ def _refuse_collisions(keys: list[Any]) -> None:
         raise BudgetExceeded("the values collide in the hash table (building the set would be quadratic)")
 
 
+# Keyed by id(): builtins and math's functions live as long as the process, and a lookup by id
+# costs the same whatever the argument is (hashing a candidate's tuple would not).
 _GUARDED: dict[int, Callable[..., Any]] = {}
 
 
@@ -442,14 +444,12 @@ def _register() -> None:
         (builtins.dict, _guard_hashed(builtins.dict)),
         (math.factorial, _guard_factorial), (math.comb, _guard_comb), (math.perm, _guard_perm),
         (math.prod, _guard_product(math.prod)), (math.lcm, _guard_product(math.lcm)),
-        (math.pow, math.pow),
     ]
     for original, guard in pairs:
         _GUARDED[id(original)] = guard
 
 
 _register()
-_KEEP_ALIVE = (builtins, math)  # ids in _GUARDED stay valid: these objects live for the process
 
 # Methods of str/bytes whose result grows with an int argument (a width, a count).
 _WIDENING = frozenset(("ljust", "rjust", "center", "zfill", "expandtabs", "format", "format_map",
