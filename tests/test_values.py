@@ -65,7 +65,8 @@ def wire_values() -> st.SearchStrategy:
                         st.integers(min_value=-(2**400), max_value=2**400))
     flat = st.one_of(st.lists(st.integers(min_value=-(2**63), max_value=2**63 - 1), min_size=16),
                      st.lists(st.floats(), min_size=16).map(tuple),
-                     st.lists(st.integers(min_value=-(2**31), max_value=2**31 - 1), min_size=16))
+                     st.lists(st.integers(min_value=-(2**31), max_value=2**31 - 1), min_size=16),
+                     st.lists(_text, min_size=16))
     return st.recursive(
         st.one_of(scalars, flat),
         lambda inner: st.one_of(
@@ -99,6 +100,16 @@ def test_the_encoder_and_the_decoders_count_the_same_budget(value) -> None:
     budget = wire.DecodeBudget()
     wire.decode_value(bytes(buf), budget)
     assert budget.items == spent[0]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.text(alphabet=st.characters(blacklist_categories=()), max_size=300), min_size=16))
+def test_the_fast_path_for_lists_of_strs_writes_the_generic_bytes(items: list[str]) -> None:
+    """A list of strs is packed without a call per item, into exactly the generic encoding."""
+    fast, generic = bytearray(), bytearray()
+    wire._pack_strs(fast, items)
+    wire._pack_items(generic, items, 0, [wire.MAX_ITEMS])
+    assert fast == generic
 
 
 def test_lone_surrogates_and_nul_cross_the_wire_and_format_without_error() -> None:

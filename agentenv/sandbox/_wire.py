@@ -159,9 +159,8 @@ def _pack_int(buf: bytearray, v: int) -> None:
         _ext(buf, EXT_BIGINT, int.to_bytes(v, bits // 8 + 1, "big", signed=True))
 
 
-def _typed(items: Any) -> array[Any] | None:
+def _typed(items: Any, kinds: set[type]) -> array[Any] | None:
     """A flat list/tuple of exact ints or floats as one typed array, else None."""
-    kinds = set(map(type, items))
     if kinds == {int}:
         for code in "iq":
             try:
@@ -218,7 +217,8 @@ def _pack(buf: bytearray, v: Any, depth: int, budget: list[int]) -> None:
             # No candidate code runs while exact builtin containers are walked, so none can
             # change them under the walk: no copy is needed.
             items = v
-            typed = _typed(items) if len(items) >= TYPED_MIN else None
+            kinds = set(map(type, items)) if len(items) >= TYPED_MIN else None
+            typed = _typed(items, kinds) if kinds else None
             # The decoder's count, exactly: elements, the container, a tuple's tag.
             _spend(budget, len(items) + 1 + (t is tuple and typed is None))
             if typed is not None:
@@ -226,7 +226,10 @@ def _pack(buf: bytearray, v: Any, depth: int, budget: list[int]) -> None:
                      2 + len(typed) * typed.itemsize)
                 buf += typed  # straight from the array's buffer: one copy
             elif t is list:
-                _pack_items(buf, items, depth, budget)
+                if kinds == {str}:
+                    _pack_strs(buf, items)
+                else:
+                    _pack_items(buf, items, depth, budget)
             else:
                 _ext(buf, EXT_TUPLE, _packed_items(items, depth, budget))
         elif t is dict:
@@ -250,6 +253,22 @@ def _spend(budget: list[int], n: int) -> None:
     budget[0] -= n
     if budget[0] < 0:
         raise ValueTooLarge(f"a value of more than {MAX_ITEMS} elements and containers (MAX_ITEMS)")
+
+
+def _pack_strs(buf: bytearray, items: Any) -> None:
+    """A list of exact strs: the same bytes as :func:`_pack_items`, without a call per item."""
+    _head(buf, len(items), 0x90, 16, 0xDC, 0xDD)
+    encode = str.encode
+    for item in items:
+        data = encode(item, "utf-8", "surrogatepass")
+        n = len(data)
+        if n < 32:
+            buf.append(0xA0 | n)
+        elif n < 0x100:
+            buf += _B1.pack(0xD9, n)
+        else:
+            _head(buf, n, 0, 0, 0xDA, 0xDB)
+        buf += data
 
 
 def _pack_items(buf: bytearray, items: Any, depth: int, budget: list[int]) -> None:
