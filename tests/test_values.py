@@ -476,3 +476,15 @@ def test_values_past_the_result_cap_fail_with_a_message_naming_it(pool: SandboxP
     many = run_tests(code, ["assert g(3) == []", "assert g(3) == []"], limits=limits, pool=pool)
     assert many.passed == 0
     assert "Limits.max_result_bytes" in many.failures[1].message
+
+
+def test_control_messages_carry_encoded_values_as_bytes() -> None:
+    """pack_message/unpack_message frame small maps holding encode_value's bytes, both ways."""
+    message = {"op": "call", "a": [wire.encode_value([1, 2]), wire.encode_value((3, "\ud800"))],
+               "k": [["key", wire.encode_value(None)]], "n": 2, "ok": True}
+    back = wire.unpack_message(wire.pack_message(message))
+    assert back == message
+    assert [wire.decode_value(v) for v in back["a"]] == [[1, 2], (3, "\ud800")]
+    for bad in (b"\x91\x01", b"\xc1", wire.pack_message({"a": list(range(100))})):
+        with pytest.raises(ValueError):
+            wire.unpack_message(bad)

@@ -44,8 +44,10 @@ or dict has keys chosen to collide in the hash table (building it would be quadr
 
 Decoding builds builtin and ``collections`` values only: nothing is executed, nothing is looked
 up by name, nothing is unpickled. For the judge: ``encode_value(value) -> bytes`` and
-``decode_value(bytes) -> value`` keep their names; the encoded form is now ``bytes``, carried in
-frames as msgpack binary (``encode_frame``/``parse_frames`` handle that transparently).
+``decode_value(bytes) -> value`` keep their names; the encoded form is now ``bytes`` (it was a
+JSON-able list), carried in frames as msgpack binary (``encode_frame``/``parse_frames`` handle
+that transparently). A channel that embedded encoded values in JSON messages should frame them
+with :func:`pack_message`/:func:`unpack_message` instead (msgpack maps that hold bytes).
 """
 
 from __future__ import annotations
@@ -67,7 +69,9 @@ __all__ = [
     "decode_value",
     "encode_frame",
     "encode_value",
+    "pack_message",
     "parse_frames",
+    "unpack_message",
 ]
 
 MAX_DEPTH = 64  # nesting depth of tagged containers (tuple, set, ...), and of the encoder's walk
@@ -648,6 +652,33 @@ def _pack_message(buf: bytearray, message: Any, depth: int = 0) -> None:
         _pack(buf, message, MAX_DEPTH, [0])
 
 
+def pack_message(message: dict[str, Any]) -> bytes:
+    """A small control message as msgpack: str keys; str/int/float/bool/None/bytes (an encoded
+    value travels as bytes) and lists/dicts of those, nested a few levels. Any channel that
+    carries :func:`encode_value`'s bytes can use this in place of JSON (which cannot hold bytes).
+    """
+    body = bytearray()
+    _pack_message(body, message)
+    return bytes(body)
+
+
+def unpack_message(body: bytes, max_len: int = 64) -> dict[str, Any]:
+    """The inverse of :func:`pack_message`; ValueError unless ``body`` is one small map.
+
+    ``max_len`` bounds every array and map in it (values travel as bytes, so control messages
+    never need big containers).
+    """
+    try:
+        message = _message_body(body, max_len)
+    except ValueError:
+        raise
+    except Exception:  # msgpack's own exception classes for malformed input
+        raise ValueError("a malformed message") from None
+    if type(message) is not dict:
+        raise ValueError("a message is not a map")
+    return message
+
+
 def encode_frame(nonce: str, message: dict[str, Any]) -> bytes:
     """One frame of the result channel: ``<nonce> <length>\\n``, a msgpack map, a newline."""
     body = bytearray()
@@ -658,7 +689,7 @@ def encode_frame(nonce: str, message: dict[str, Any]) -> bytes:
 _frame_unpackb: Any = None
 
 
-def _frame_body(body: bytes) -> Any:
+def _message_body(body: bytes, max_len: int = 64) -> Any:
     global _frame_unpackb
     if _frame_unpackb is None:
         try:
@@ -668,10 +699,13 @@ def _frame_body(body: bytes) -> Any:
         else:
             _frame_unpackb = msgpack.unpackb
     if _frame_unpackb is False:
-        return _Reader(body, DecodeBudget(), extensions=False).whole()
+        budget = DecodeBudget()
+        budget.items = 16 * max_len
+        return _Reader(body, budget, extensions=False).whole()
     # A frame is a small map (its value travels as one bin): no big arrays or maps allowed.
     return _frame_unpackb(body, raw=False, unicode_errors="surrogatepass", strict_map_key=False,
-                          ext_hook=_refuse_ext, max_ext_len=0, max_array_len=64, max_map_len=64)
+                          ext_hook=_refuse_ext, max_ext_len=0, max_array_len=max_len,
+                          max_map_len=max_len)
 
 
 def _refuse_ext(code: int, payload: bytes) -> Any:
@@ -707,7 +741,7 @@ def parse_frames(data: bytes, nonce: str) -> list[dict[str, Any]]:
         if data[stop:stop + 1] != b"\n":
             break
         try:
-            message = _frame_body(data[start:stop])
+            message = _message_body(data[start:stop])
         except (ValueError, TypeError, OverflowError, RecursionError, MemoryError):
             break
         except Exception:  # msgpack's own exception classes for malformed input
