@@ -18,7 +18,7 @@ from agentenv.errors import ConfigError, IsolationUnavailable
 from agentenv.grading import judge, plan_checks
 from agentenv.sandbox._isolation import ISOLATION_LEVELS
 from agentenv.sandbox._limits import DEFAULT_LIMITS, Limits
-from agentenv.sandbox._pool import SandboxPool, default_pool
+from agentenv.sandbox._pool import Pool, default_pool
 from agentenv.sandbox._redact import redact_result
 from agentenv.sandbox._wire import parse_frames
 from agentenv.sandbox.result import RunResult
@@ -57,7 +57,7 @@ def run_tests(
     float_tolerance: float | None = None,
     isolation: str | None = None,
     limits: Limits | None = None,
-    pool: SandboxPool | None = None,
+    pool: Pool | None = None,
     equality: str = "python",
     prelude: str = "",
 ) -> RunResult:
@@ -107,7 +107,7 @@ async def arun_tests(
     float_tolerance: float | None = None,
     isolation: str | None = None,
     limits: Limits | None = None,
-    pool: SandboxPool | None = None,
+    pool: Pool | None = None,
     equality: str = "python",
     prelude: str = "",
 ) -> RunResult:
