@@ -201,6 +201,9 @@ def test_cyclic_and_very_deep_values_are_refused() -> None:
     b"\xc7\x03\x03\x91\x90",  # a set holding a list (unhashable)
     b"\x01\x02",  # trailing bytes
     b"\xd5\x06\x00\x69\x01",  # a typed array whose length is not a whole number of items
+    b"\xc7\x04\x0b\x91\x81\x01\x02", b"\xc7\x02\x0b\x91\x80",  # records holding a map
+    b"\xc7\x04\x0b\x91\x91\xd4\x05",  # records holding an extension
+    b"\xd4\x0b\x01",  # records that are not an array
     [], "cos", {"__reduce__": ["os.system", "true"]},  # not bytes at all
 ])
 def test_malformed_encodings_raise_value_error(data) -> None:

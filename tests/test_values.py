@@ -66,7 +66,10 @@ def wire_values() -> st.SearchStrategy:
     flat = st.one_of(st.lists(st.integers(min_value=-(2**63), max_value=2**63 - 1), min_size=16),
                      st.lists(st.floats(), min_size=16).map(tuple),
                      st.lists(st.integers(min_value=-(2**31), max_value=2**31 - 1), min_size=16),
-                     st.lists(_text, min_size=16))
+                     st.lists(_text, min_size=16),
+                     st.lists(st.tuples(st.integers(), _text), min_size=16),  # records
+                     st.lists(st.tuples(st.tuples(st.none(), st.floats()), st.binary()), min_size=16),
+                     st.lists(st.tuples(st.integers(min_value=2**64)), min_size=16))  # not records
     return st.recursive(
         st.one_of(scalars, flat),
         lambda inner: st.one_of(

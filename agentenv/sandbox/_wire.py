@@ -26,6 +26,8 @@ those bytes); msgpack's own types carry ``None``/``bool``/64-bit ints/``float``/
     1 int beyond 64 bits (signed big-endian bytes)   2 tuple   3 set   4 frozenset
     5 complex (two big-endian doubles)               6 typed flat array (below)
     7 Counter   8 OrderedDict   9 defaultdict        10 deque  (payload: a msgpack map / array)
+    11 records: a list whose nested arrays are all tuples, holding only msgpack scalars
+       (a list of pairs or rows: one C call rebuilds it, not one call per tuple)
 
 A list or tuple of 16 or more items that are all exact ints fitting 32 or 64 bits, or all
 exact floats, goes as one typed array (``array`` module bytes, little-endian): a 100k-int
@@ -82,6 +84,7 @@ _COLLIDE_MIN = 64  # sets/dicts at least this big get their key hashes checked
 
 EXT_BIGINT, EXT_TUPLE, EXT_SET, EXT_FROZENSET, EXT_COMPLEX, EXT_ARRAY = 1, 2, 3, 4, 5, 6
 EXT_COUNTER, EXT_ORDERED, EXT_DEFAULT, EXT_DEQUE = 7, 8, 9, 10
+EXT_RECORDS = 11  # a list whose nested arrays are all tuples (a list of pairs, of rows...)
 
 _Counter, _OrderedDict = collections.Counter, collections.OrderedDict
 _defaultdict, _deque = collections.defaultdict, collections.deque
@@ -96,7 +99,7 @@ _EXT_MAPS = {EXT_COUNTER: _Counter, EXT_ORDERED: _OrderedDict, EXT_DEFAULT: _def
 _ARRAY_KINDS = {0: list, 1: tuple}
 # What rebuilding one (empty) container costs, in objects of ~64 bytes: a deque is ~760 bytes,
 # and on malloc rather than Python's small-object arenas.
-_WEIGHT = {EXT_TUPLE: 1, EXT_SET: 4, EXT_FROZENSET: 4, EXT_DEQUE: 24, EXT_COUNTER: 4,
+_WEIGHT = {EXT_TUPLE: 2, EXT_SET: 4, EXT_FROZENSET: 4, EXT_DEQUE: 24, EXT_COUNTER: 4,
            EXT_ORDERED: 6, EXT_DEFAULT: 4}
 _TYPECODES = {ord("i"): "i", ord("q"): "q", ord("d"): "d"}
 
@@ -224,7 +227,8 @@ def _pack(buf: bytearray, v: Any, depth: int, budget: list[int]) -> None:
             kinds = set(map(type, items)) if len(items) >= TYPED_MIN else None
             typed = _typed(items, kinds) if kinds else None
             # The decoder's count, exactly: elements, the container, a tuple's tag.
-            _spend(budget, len(items) + 1 + (t is tuple and typed is None))
+            _spend(budget, len(items) + 1 + (_WEIGHT[EXT_TUPLE] if t is tuple and typed is None
+                                             else 0))
             if typed is not None:
                 _ext(buf, EXT_ARRAY, bytes((t is tuple, ord(typed.typecode))),
                      2 + len(typed) * typed.itemsize)
@@ -232,6 +236,8 @@ def _pack(buf: bytearray, v: Any, depth: int, budget: list[int]) -> None:
             elif t is list:
                 if kinds == {str}:
                     _pack_strs(buf, items)
+                elif kinds == {tuple} and _pack_records(buf, items, depth, budget):
+                    pass
                 else:
                     _pack_items(buf, items, depth, budget)
             else:
@@ -257,6 +263,46 @@ def _spend(budget: list[int], n: int) -> None:
     budget[0] -= n
     if budget[0] < 0:
         raise ValueTooLarge(f"a value of more than {MAX_ITEMS} elements and containers (MAX_ITEMS)")
+
+
+class _NotRecords(Exception):
+    pass
+
+
+_RECORD_SCALARS = frozenset((type(None), bool, float, str, bytes))
+
+
+def _pack_record(buf: bytearray, record: tuple[Any, ...], depth: int, spent: list[int]) -> None:
+    if depth >= MAX_DEPTH:
+        raise _NotRecords
+    spent[0] += len(record) + 1
+    _head(buf, len(record), 0x90, 16, 0xDC, 0xDD)
+    for item in record:
+        t = type(item)
+        if t is int and -0x8000000000000000 <= item < 0x10000000000000000:
+            _pack_int(buf, item)
+        elif t in _RECORD_SCALARS:
+            _pack(buf, item, depth, [0])
+        elif t is tuple:
+            _pack_record(buf, item, depth + 1, spent)
+        else:
+            raise _NotRecords
+
+
+def _pack_records(buf: bytearray, items: Any, depth: int, budget: list[int]) -> bool:
+    """A list of tuples of scalars (and tuples of those) as one records extension; else False."""
+    inner = bytearray()
+    spent = [0]
+    try:
+        _head(inner, len(items), 0x90, 16, 0xDC, 0xDD)
+        for record in items:
+            _pack_record(inner, record, depth + 1, spent)
+    except _NotRecords:
+        return False
+    # The list itself was counted by the caller; the records' tuples are counted here.
+    _spend(budget, spent[0] + 1)
+    _ext(buf, EXT_RECORDS, inner)
+    return True
 
 
 def _pack_strs(buf: bytearray, items: Any) -> None:
@@ -439,7 +485,24 @@ def _msgpack_decoder() -> Any:
                 raise ValueError("unhashable dict key") from None
 
         def on_ext(code: int, payload: bytes) -> Any:
+            if code == EXT_RECORDS:
+                return records(payload)
             return _ext_value(code, payload, budget, nested)
+
+        def records(payload: bytes) -> list[Any]:
+            budget.spend(1)
+            room = max(0, budget.items)
+            try:
+                rows = unpackb(payload, max_array_len=room, use_list=False, ext_hook=_refuse_ext,
+                               object_pairs_hook=_refuse_map, **record_options)
+            except ValueError as exc:
+                if "exceeds max_array_len" in str(exc):
+                    raise ValueBudget(f"the value has more than {MAX_ITEMS} elements and "
+                                      f"containers (MAX_ITEMS)") from None
+                raise
+            if type(rows) is not tuple:
+                raise ValueError("malformed records")
+            return list(rows)
 
         def nested(payload: bytes) -> Any:
             # msgpack checks declared lengths against these before allocating anything, and
@@ -456,6 +519,7 @@ def _msgpack_decoder() -> Any:
         options = {"raw": False, "unicode_errors": "surrogatepass", "strict_map_key": False,
                    "use_list": True, "list_hook": on_list, "object_pairs_hook": on_pairs,
                    "ext_hook": on_ext}
+        record_options = {"raw": False, "unicode_errors": "surrogatepass", "list_hook": on_list}
         return nested(data)
 
     return decode
@@ -464,13 +528,15 @@ def _msgpack_decoder() -> Any:
 class _Reader:
     """The pure-Python msgpack reader: the same values, budgets and errors as the C path."""
 
-    __slots__ = ("budget", "data", "extensions", "pos")
+    __slots__ = ("budget", "data", "extensions", "pos", "tuples")
 
-    def __init__(self, data: bytes, budget: DecodeBudget, extensions: bool = True) -> None:
+    def __init__(self, data: bytes, budget: DecodeBudget, extensions: bool = True,
+                 tuples: bool = False) -> None:
         self.data = data
         self.pos = 0
         self.budget = budget
         self.extensions = extensions
+        self.tuples = tuples  # inside records: arrays are tuples, and nothing else nests
 
     def take(self, n: int) -> bytes:
         end = self.pos + n
@@ -514,12 +580,15 @@ class _Reader:
         if n > len(self.data) - self.pos:  # every element takes at least one byte
             raise ValueError("truncated value")
 
-    def items(self, n: int, level: int) -> list[Any]:
+    def items(self, n: int, level: int) -> Any:
         self.room(n)
         self.budget.spend(n + 1)
-        return [self.read(level + 1) for _ in range(n)]
+        out = [self.read(level + 1) for _ in range(n)]
+        return tuple(out) if self.tuples else out
 
     def pairs(self, n: int, level: int) -> dict[Any, Any]:
+        if self.tuples:
+            raise ValueError("records may not hold maps")
         self.room(2 * n)
         self.budget.spend(2 * n + 1)
         pairs = [(self.read(level + 1), self.read(level + 1)) for _ in range(n)]
@@ -531,9 +600,15 @@ class _Reader:
 
     def ext(self, n: int) -> Any:
         if not self.extensions:
-            raise ValueError("a frame may not carry extension types")
+            raise ValueError("extension types are not allowed here (a frame, or records)")
         code = self.take(1)[0]
         payload = self.take(n)
+        if code == EXT_RECORDS:
+            self.budget.spend(1)
+            rows = _Reader(payload, self.budget, extensions=False, tuples=True).whole()
+            if type(rows) is not tuple:
+                raise ValueError("malformed records")
+            return list(rows)
         return _ext_value(code, payload, self.budget,
                           lambda inner: _Reader(inner, self.budget).whole())
 
@@ -709,7 +784,11 @@ def _message_body(body: bytes, max_len: int = 64) -> Any:
 
 
 def _refuse_ext(code: int, payload: bytes) -> Any:
-    raise ValueError("a frame may not carry extension types")
+    raise ValueError("extension types are not allowed here (a frame, or records)")
+
+
+def _refuse_map(pairs: Any) -> Any:
+    raise ValueError("records may not hold maps")
 
 
 def parse_frames(data: bytes, nonce: str) -> list[dict[str, Any]]:
