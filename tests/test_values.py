@@ -79,6 +79,7 @@ def wire_values() -> st.SearchStrategy:
             st.dictionaries(_keys, inner, max_size=4).map(collections.OrderedDict),
             st.lists(inner, max_size=4).map(collections.deque),
             st.frozensets(_keys, max_size=4),
+            st.sets(st.tuples(st.integers(), _text), min_size=16, max_size=20),  # set of records
         ),
         max_leaves=10,
     )
