@@ -221,7 +221,8 @@ def seed_method(timeout: float) -> Method:
 def agentenv_method(pool: SandboxPool, timeout: float) -> Method:
     def score(task: Task, code: str) -> bool:
         result = run_tests(code, task.checks, timeout=timeout, setup_code=task.setup_code,
-                           float_tolerance=task.float_tolerance, pool=pool)
+                           float_tolerance=task.float_tolerance, pool=pool,
+                           equality=task.equality, prelude=task.prelude)
         return result.all_passed
 
     return Method(f"agentenv run_tests ({pool.level})", score, lambda: pool_cpu_seconds(pool))

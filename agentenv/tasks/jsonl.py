@@ -400,6 +400,8 @@ def _mapped_task(row: Row, mapping: Mapping[str, str], *, index: int, source: st
             source=str(get("source") or source),
             setup_code=setup_code,
             float_tolerance=tolerance,
+            equality=str(get("equality") or "python"),
+            prelude=str(get("prelude") or ""),
             metadata=metadata,
         )
     except TaskFormatError as exc:
