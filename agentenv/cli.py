@@ -33,8 +33,10 @@ from typing import Any, NoReturn
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from agentenv.errors import AgentEnvError, ConfigError
+from agentenv.untrusted import printable
 
 __all__ = ["build_parser", "main"]
 
@@ -495,8 +497,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
         table = Table(title="failures", title_justify="left")
         for column in ("#", "kind", "check", "message"):
             table.add_column(column)
-        for f in result.failures:
-            table.add_row(str(f.index), f.kind, f.check, f.message)
+        for f in result.failures:  # candidate text is data: escaped, and never read as markup
+            table.add_row(str(f.index), f.kind, Text(printable(f.check)), Text(printable(f.message)))
         out.print(table)
     return EXIT_OK if result.all_passed else EXIT_FAILURES
 

@@ -52,7 +52,7 @@ class Completion(str):
 
 def code_hash(code: str) -> str:
     """Short stable hash of extracted code (whitespace at the ends ignored)."""
-    return hashlib.sha256(code.strip().encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(code.strip().encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def classify_outcome(code: str, result: RunResult) -> Outcome:
