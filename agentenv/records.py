@@ -17,6 +17,7 @@ from agentenv.sandbox.result import Failure, RunResult
 
 __all__ = [
     "OUTCOMES",
+    "RESEARCHER_ONLY",
     "STOP_REASONS",
     "Completion",
     "Outcome",
@@ -30,6 +31,12 @@ Outcome = Literal["no_code", "syntax_error", "runtime_error", "timeout", "wrong_
 OUTCOMES: tuple[str, ...] = ("no_code", "syntax_error", "runtime_error", "timeout", "wrong_answer", "pass")
 # "single_step" ends every CodingEnv episode; the others are MultiTurnCodingEnv's stop reasons.
 STOP_REASONS: tuple[str, ...] = ("solved", "max_turns", "token_budget", "single_step")
+# The fields of a TurnRecord computed from the hidden checks. Under feedback_from="visible" the
+# policy never saw them (its feedback came from a separate run of the visible checks alone):
+# they are for the researcher, and a trajectory says so in its "researcher_only" list.
+RESEARCHER_ONLY: tuple[str, ...] = ("outcome", "passed", "total", "fraction", "reward", "delta",
+                                    "newly_passed", "newly_failed", "exec_seconds", "timed_out",
+                                    "failures", "passed_indices")
 
 
 class Completion(str):
@@ -174,7 +181,9 @@ class Trajectory:
     ``stop_reason`` is "solved", "max_turns", "token_budget" or "single_step"; ``None`` while
     the episode is running. ``template_ids`` maps each template used ("system", "task",
     "feedback") to ``name@contenthash`` so prompt experiments can be told apart.
-    ``decided_by`` says which tests decided termination ("checks": the hidden checks).
+    ``decided_by`` says which tests decided termination ("checks": the hidden checks;
+    "visible_checks": the visible ones, ``stop_when="visible"``). With ``feedback_from="visible"``
+    the turn fields in :data:`RESEARCHER_ONLY` come from hidden checks the policy never saw.
     """
 
     task_name: str
@@ -252,6 +261,8 @@ class Trajectory:
             "token_budget": self.token_budget,
             "feedback_from": self.feedback_from,
             "decided_by": self.decided_by,
+            # turn fields the policy never saw (feedback_from="visible"); derived, not read back
+            "researcher_only": list(RESEARCHER_ONLY) if self.feedback_from == "visible" else [],
             "template_ids": dict(self.template_ids),
             "turns": [t.to_dict() for t in self.turns],
             "stop_reason": self.stop_reason,
@@ -268,7 +279,7 @@ class Trajectory:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Trajectory:
         derived = {"terminated", "truncated", "first_turn_solved", "solved_turn", "final_reward",
-                   "total_tokens", "action_tokens"}
+                   "total_tokens", "action_tokens", "researcher_only"}
         known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in known and k not in derived}
         kwargs["turns"] = [TurnRecord.from_dict(t) for t in data.get("turns", ())]

@@ -110,7 +110,7 @@ def test_trajectory_records_the_single_turn_with_visible_results_and_usage() -> 
     assert turn.usage == {"prompt_tokens": 9, "completion_tokens": 4} and turn.finish_reason == "stop"
     assert traj.terminated and not traj.truncated
     assert turn.action_tokens > 0 and turn.cumulative_tokens > turn.action_tokens
-    assert set(traj.template_ids) == {"system", "task"}  # single-step renders no feedback
+    assert set(traj.template_ids) == {"system", "task", "feedback"}  # the verdict is rendered too
 
 
 def test_custom_reward_function_is_used() -> None:

@@ -203,6 +203,7 @@ class EnvMachine(RuleBasedStateMachine):
         self.episodes = 0
         self.turn = 0
         self.tokens = 0
+        self.returned = 0.0
         self.reset()  # start in an episode so that steps come early in short runs
 
     @rule()
@@ -224,7 +225,11 @@ class EnvMachine(RuleBasedStateMachine):
         assert info["terminated"] == (after is S.SOLVED)
         assert info["truncated"] == (after in (S.OUT_OF_TURNS, S.OUT_OF_TOKENS))
         assert info["stop_reason"] == STOP_REASON_OF.get(after)
-        assert 0.0 <= reward <= 1.0
+        assert -1.0 <= reward <= 1.0  # a delta of scores in [0, 1]
+        self.returned = (self.returned if self.turn else 0.0) + reward
+        if done:  # the summed step rewards are the final score
+            assert self.env.trajectory is not None
+            assert abs(self.returned - self.env.trajectory.final_reward) < 1e-9
         event(f"stop_reason={info['stop_reason']}, trimmed={info['feedback_trimmed']}")
         assert info["turn"] == self.turn + 1  # counters never go backwards
         assert obs["tokens_used"] >= self.tokens

@@ -87,16 +87,19 @@ def test_walkthrough_multiturn_loop_runs_as_written() -> None:
         raw = policy(obs)
         obs, reward, done, info = env.step(raw)
         steps += 1
-    assert info["stop_reason"] == "solved" and reward == 1.0
+    assert info["stop_reason"] == "solved" and reward > 0 and env.trajectory is not None
+    assert env.trajectory.final_reward == 1.0 and sum(env.trajectory.rewards) > 1.0  # scores per turn
     assert steps == 2  # the scripted buggy attempt, then the fix
     assert env.state is ConversationState.SOLVED
 
 
 def test_wrong_half_right_on_add_gives_rewards_deltas_and_solved() -> None:
-    """Wrong → half-right → right on a 4-check `add` gives rewards 0, .5, 1, deltas 0, .5, .5, solved."""
+    """Wrong → half-right → right on a 4-check `add` scores 0, .5, 1; the step rewards are the deltas
+    0, .5, .5 (summing to the final score); solved."""
     env = MultiTurnCodingEnv(tasks=[ADD4], max_turns=3)
     _, rewards, infos = run_episode(env, scripted(WRONG, HALF, RIGHT))
-    assert rewards == [0.0, 0.5, 1.0]
+    assert rewards == [0.0, 0.5, 0.5] and sum(rewards) == 1.0
+    assert env.trajectory is not None and env.trajectory.rewards == [0.0, 0.5, 1.0]
     assert [i["delta"] for i in infos] == [0.0, 0.5, 0.5]
     assert infos[-1]["stop_reason"] == "solved"
     assert infos[-1]["terminated"] is True and infos[-1]["truncated"] is False
@@ -174,7 +177,7 @@ def test_visible_feedback_never_shows_hidden_check_text() -> None:
     wrong = "```python\ndef add(a, b):\n    return a - b - 1\n```"
     observations, rewards, infos = run_episode(env, scripted(wrong, ONLY_VISIBLE, ONLY_VISIBLE))
     assert infos[-1]["stop_reason"] == "max_turns"
-    assert rewards == [0.0, 0.25, 0.25]  # reward still comes from the 4 hidden checks
+    assert rewards == [0.0, 0.25, 0.0]  # reward still comes from the 4 hidden checks (as deltas)
     shown = json.dumps(observations) + json.dumps(infos)
     assert HIDDEN_MARK not in shown and "add(1000, 2000)" not in shown and "add(-7, -8)" not in shown
     assert "assert add(2, 3) == 5" in observations[1]["feedback"]  # the visible failure is shown
@@ -196,7 +199,7 @@ def test_visible_mode_solves_on_hidden_checks_only() -> None:
     """Termination follows the hidden checks: a full solution ends the episode as solved."""
     env = MultiTurnCodingEnv(tasks=[VISIBLE_TASK], max_turns=3, feedback_from="visible")
     _, rewards, infos = run_episode(env, scripted(ONLY_VISIBLE, RIGHT))
-    assert rewards == [0.25, 1.0] and infos[-1]["stop_reason"] == "solved"
+    assert rewards == [0.25, 0.75] and infos[-1]["stop_reason"] == "solved"
 
 
 def test_secret_env_var_raised_by_candidate_code_never_reaches_an_observation(

@@ -13,11 +13,33 @@ How an episode ends (``info["stop_reason"]``, also ``env.trajectory.stop_reason`
 - ``"token_budget"``: the next observation would not fit in ``token_budget`` even with the
   feedback trimmed (``truncated``). RL code bootstraps values on truncation, not termination.
 
-Rewards and termination always come from the hidden ``checks``. Feedback comes from all of them
-(``feedback_from="all"``, the default) or only from the task's ``visible_checks``
-(``feedback_from="visible"``, RLEF-style: hidden test text never reaches the policy). Failure
-messages are truncated, and values of secret-looking environment variables are redacted, before
-they reach an observation or a record.
+The score of a turn always comes from the hidden ``checks``. What the policy is shown, and what
+ends the episode, are two options, and each says what it leaks:
+
+- ``feedback_from="all"`` (default): feedback lists the hidden checks' failures (their text,
+  kinds and messages). Everything about the hidden tests reaches the policy; one sandbox run
+  grades both lists.
+- ``feedback_from="visible"``: the task's ``visible_checks`` run in a sandbox run of their own,
+  before the hidden run, and every field the policy can read (``messages``, the observation,
+  ``info``, the template variables ``passed``/``total``/``failures``/``outcome``/``timed_out``,
+  token counts) is computed from that run alone: what the candidate does on hidden inputs
+  (exit, hang, print) cannot show. ``info["view"]`` says which. The hidden results stay in
+  ``env.trajectory`` (listed as ``researcher_only``) and in the step's ``reward``.
+- ``stop_when="hidden"`` (default): the episode ends when the hidden checks all pass, so whether
+  it goes on leaks one bit per turn (hidden all passed or not); the wall time of a step also
+  includes the hidden run, which no observation reports.
+- ``stop_when="visible"`` (RLEF): the episode ends when the visible checks pass (``decided_by`` is
+  ``"visible_checks"``); together with ``feedback_from="visible"`` nothing the policy observes
+  depends on the hidden checks. A task without visible checks then runs to ``max_turns``.
+
+The step reward (``step_reward``) is paid so that, by default, an episode's summed step rewards
+equal its final score: ``"delta"`` pays each turn's score minus the previous one (potential-based
+shaping, dense); ``"final"`` pays 0 until the last step, then the final score; ``"absolute"``
+pays every turn its own score (a learner that stalls at 0.5 for three turns earns 1.5, more than
+one that solves at once: never the default). ``TurnRecord.reward`` is always the turn's score.
+
+Failure messages are truncated, quoted and neutralised, and values of secret-looking environment
+variables are redacted, before they reach an observation or a record.
 
 The episode logic is I/O-free and shared: ``step`` and ``astep`` differ only in how they call
 the :class:`Grader` (the sandbox by default). Pass ``grader=`` to plug in another one, e.g. a
@@ -39,7 +61,14 @@ from agentenv.envs.conversation import (
     Conversation,
     ConversationState,
 )
-from agentenv.envs.scoring import Grader, SandboxGrader, Scored
+from agentenv.envs.scoring import (
+    Grader,
+    SandboxGrader,
+    Scored,
+    ascore_apart,
+    score_apart,
+    split_task,
+)
 from agentenv.errors import ConfigError
 from agentenv.extract import extract_code
 from agentenv.prompts import Prompts
@@ -49,9 +78,13 @@ from agentenv.sandbox.result import RunResult
 from agentenv.tasks.schema import Task
 from agentenv.tokens import TokenCounter, Tokenizer
 
-__all__ = ["FEEDBACK_SOURCES", "Grader", "MultiTurnCodingEnv", "SandboxGrader", "redact_secrets"]
+__all__ = ["FEEDBACK_SOURCES", "STEP_REWARDS", "STOP_CONDITIONS", "Grader", "MultiTurnCodingEnv",
+           "SandboxGrader", "redact_secrets"]
 
 FEEDBACK_SOURCES: tuple[str, ...] = ("all", "visible")
+STOP_CONDITIONS: tuple[str, ...] = ("hidden", "visible")
+# How the step reward is paid (see the class docstring): "delta" sums to the final score.
+STEP_REWARDS: tuple[str, ...] = ("delta", "final", "absolute")
 TRIM_MARKER = "\n[… feedback truncated to fit the token budget]"
 # Below this many tokens of real content, trimmed feedback would say nothing useful.
 MIN_FEEDBACK_TOKENS = 16
@@ -111,7 +144,12 @@ StepResult = tuple[dict[str, Any], float, bool, dict[str, Any]]
 
 
 class _MultiTurnLogic:
-    """Everything but the grader call: shared by the sync and async step."""
+    """The one episode core: ``MultiTurnCodingEnv`` is it with ``max_turns`` turns, ``CodingEnv``
+    its single-step face (one turn). The I/O-free halves of a step are shared by ``step`` and
+    ``astep``, which differ only in how they await the grader."""
+
+    # "multi_turn", or "single_step" for the bandit face (its own stop reason, always terminated)
+    mode = "multi_turn"
 
     def __init__(
         self,
@@ -127,6 +165,8 @@ class _MultiTurnLogic:
         *,
         grader: Grader | None = None,
         isolation: str | None = None,
+        stop_when: str = "hidden",
+        step_reward: str = "delta",
     ) -> None:
         if tasks is None:
             from agentenv.tasks.builtin import builtin_tasks
@@ -142,12 +182,22 @@ class _MultiTurnLogic:
         if feedback_from not in FEEDBACK_SOURCES:
             raise ConfigError(f"feedback_from must be one of {', '.join(FEEDBACK_SOURCES)}, "
                               f"got {feedback_from!r}")
+        if stop_when not in STOP_CONDITIONS:
+            raise ConfigError(f"stop_when must be one of {', '.join(STOP_CONDITIONS)}, got {stop_when!r}")
+        if step_reward not in STEP_REWARDS:
+            raise ConfigError(f"step_reward must be one of {', '.join(STEP_REWARDS)}, got {step_reward!r}")
         if grader is not None and isolation is not None:
             raise ConfigError("pass isolation= or grader=, not both (a custom grader picks its own isolation)")
         self.max_turns = max_turns
         self.seed = seed
         self.timeout = float(timeout)
         self.feedback_from = feedback_from
+        self.stop_when = stop_when
+        self.step_reward = step_reward
+        # Visible checks get a sandbox run of their own whenever the policy is shown (or stopped
+        # by) their result: then nothing it sees can depend on what the code did on hidden inputs.
+        self.visible_apart = feedback_from == "visible" or stop_when == "visible"
+        self._parts: tuple[Task, Task | None] | None = None
         self.reward_fn = reward_fn
         self.grader: Grader = grader if grader is not None else SandboxGrader(isolation)
         self.prompts = Prompts(prompts_dir)
@@ -203,6 +253,7 @@ class _MultiTurnLogic:
         user = self.prompts.task(task, max_turns=self.max_turns)
         prompt_tokens = self._conversation.start([("system", system), ("user", user)])
         self.current_task = task
+        self._parts = split_task(task) if self.visible_apart else None
         self._feedback = ""
         self._secrets = secret_values()
         self.trajectory = Trajectory(
@@ -212,13 +263,14 @@ class _MultiTurnLogic:
             token_budget=self.token_budget,
             template_ids=dict(self.template_ids),
             difficulty=task.difficulty,
-            mode="multi_turn",
+            mode=self.mode,
             feedback_from=self.feedback_from,
-            decided_by="checks",
+            decided_by="checks" if self.stop_when == "hidden" else "visible_checks",
             metadata={
                 "tokenizer": self.counter.name,
                 "prompt_tokens": prompt_tokens,
                 "reward_fn": getattr(self.reward_fn, "__name__", type(self.reward_fn).__name__),
+                "step_reward": self.step_reward,
                 "source": task.source,
             },
         )
@@ -281,6 +333,24 @@ class _MultiTurnLogic:
             return None
         return trimmed
 
+    def _grade(self, sub: _Submission) -> Scored:
+        if self.visible_apart:
+            return score_apart(self.grader, sub.task, sub.code, timeout=self.timeout, parts=self._parts)
+        return self.grader.score(sub.task, sub.code, timeout=self.timeout)
+
+    async def _agrade(self, sub: _Submission) -> Scored:
+        if self.visible_apart:
+            return await ascore_apart(self.grader, sub.task, sub.code, timeout=self.timeout, parts=self._parts)
+        return await self.grader.ascore(sub.task, sub.code, timeout=self.timeout)
+
+    def _paid(self, score: float, previous: TurnRecord | None, last: bool) -> float:
+        """The step reward for a turn that scored ``score`` (see ``step_reward``)."""
+        if self.step_reward == "absolute":
+            return score
+        if self.step_reward == "final":
+            return score if last else 0.0
+        return score - (previous.reward if previous is not None else 0.0)
+
     def _finish_step(self, sub: _Submission, scored: Scored) -> StepResult:
         conv = self._conversation
         trajectory = self.trajectory
@@ -288,22 +358,27 @@ class _MultiTurnLogic:
         task, code = sub.task, sub.code
         hidden = self._redacted(scored.hidden)
         visible = self._redacted(scored.visible) if scored.visible is not None else None
-        reward = checked_reward(self.reward_fn, hidden, code)
+        score = checked_reward(self.reward_fn, hidden, code)  # the turn's score: hidden checks
         turn = conv.turn + 1
         turns_left = self.max_turns - turn
-        solved = hidden.all_passed  # termination is decided by the hidden checks only
+        no_checks = RunResult.from_counts(0, 0, timed_out=False)
 
-        if self.feedback_from == "all":
-            shown = hidden
-        else:
-            shown = visible if visible is not None else \
-                RunResult.from_counts(0, 0, timed_out=hidden.timed_out)
-        outcome = classify_outcome(code, hidden)
-        feedback = self.prompts.feedback(
-            turn=turn, turns_left=turns_left, passed=shown.passed, total=shown.total,
-            failures=shown.failures, solved=solved, outcome=outcome, source=self.feedback_from,
-            entry_point=task.entry_point, timed_out=shown.timed_out,
-        )
+        # What the policy may see. Under feedback_from="visible" it is the visible run alone
+        # (its own sandbox run), never anything computed from the hidden result.
+        shown = hidden if self.feedback_from == "all" else (visible if visible is not None else no_checks)
+        # Which tests end the episode: the hidden ones, or (RLEF) the visible ones.
+        stop_on = hidden if self.stop_when == "hidden" else (visible if visible is not None else no_checks)
+        solved = stop_on.all_passed
+        shown_outcome = classify_outcome(code, shown) if shown.total or not code.strip() else "not_shown"
+
+        def render(turns_left_shown: int) -> str:
+            return self.prompts.feedback(
+                turn=turn, turns_left=turns_left_shown, passed=shown.passed, total=shown.total,
+                failures=shown.failures, solved=solved and shown.all_passed, outcome=shown_outcome,
+                source=self.feedback_from, entry_point=task.entry_point, timed_out=shown.timed_out,
+            )
+
+        feedback = render(0 if solved else turns_left)
 
         # Everything that can fail has run: now commit the turn.
         action_tokens = conv.add("assistant", sub.text)
@@ -327,7 +402,7 @@ class _MultiTurnLogic:
 
         previous = trajectory.turns[-1] if trajectory.turns else None
         record = TurnRecord.from_result(
-            turn=turn, response_text=sub.text, code=code, result=hidden, reward=reward,
+            turn=turn, response_text=sub.text, code=code, result=hidden, reward=score,
             previous=previous, visible=visible,
             action_tokens=action_tokens, observation_tokens=observation_tokens,
             cumulative_tokens=conv.tokens_used, feedback=feedback,
@@ -336,34 +411,63 @@ class _MultiTurnLogic:
         )
         trajectory.turns.append(record)
         conv.end_turn(next_state)
-        stop_reason = STOP_REASON_OF.get(next_state)
+        stop_reason = self._stop_reason(next_state, record)
         trajectory.stop_reason = stop_reason
+        reward = self._paid(score, previous, conv.done)
 
         info: dict[str, Any] = {
             "task_name": task.name,
             "turn": turn,
-            "passed": hidden.passed,
-            "total": hidden.total,
-            "fraction": hidden.fraction,
-            "timed_out": hidden.timed_out,
-            "outcome": record.outcome,
-            "delta": record.delta,
-            "visible_passed": record.visible_passed,
-            "visible_total": record.visible_total,
-            # the failures the feedback was built from: never hidden ones when feedback_from="visible"
+            # What the feedback was built from ("hidden" checks, or the "visible" run alone):
+            # under "visible", no value in this dict depends on a hidden check.
+            "view": "hidden" if self.feedback_from == "all" else "visible",
+            "passed": shown.passed,
+            "total": shown.total,
+            "fraction": shown.fraction,
+            "timed_out": shown.timed_out,
+            "outcome": shown_outcome,
+            "visible_passed": visible.passed if visible is not None else None,
+            "visible_total": visible.total if visible is not None else None,
             "failures": [f.to_dict() for f in shown.failures],
             "feedback_trimmed": trimmed,
             "action_tokens": action_tokens,
             "observation_tokens": observation_tokens,
             "tokens_used": conv.tokens_used,
             "tokens_left": conv.tokens_left,
-            "exec_seconds": hidden.exec_seconds,
-            "isolation": hidden.isolation,
-            "terminated": next_state is ConversationState.SOLVED,
-            "truncated": next_state in (ConversationState.OUT_OF_TURNS, ConversationState.OUT_OF_TOKENS),
+            "isolation": (visible or hidden).isolation if self.feedback_from == "visible" else hidden.isolation,
+            "terminated": next_state is ConversationState.SOLVED or self.mode == "single_step",
+            "truncated": self.mode != "single_step" and next_state in (ConversationState.OUT_OF_TURNS,
+                                                                       ConversationState.OUT_OF_TOKENS),
             "stop_reason": stop_reason,
         }
+        if self.feedback_from == "all":
+            info["delta"] = record.delta
+            info["exec_seconds"] = hidden.exec_seconds
         return self._observation(), reward, conv.done, info
+
+    def _stop_reason(self, state: ConversationState, record: TurnRecord) -> str | None:
+        if self.mode == "single_step":
+            return "single_step"  # a bandit episode simply ends: neither solved nor cut short
+        return STOP_REASON_OF.get(state)
+
+
+    def step(self, action: str) -> StepResult:
+        """Grade one submission and advance the conversation."""
+        submission = self._begin_step(action)
+        try:
+            return self._finish_step(submission, self._grade(submission))
+        except BaseException:
+            self._conversation.abort_turn()  # nothing was committed: the turn may be retried
+            raise
+
+    async def astep(self, action: str) -> StepResult:
+        """Async twin of :meth:`step`: the grading is awaited, the rest is the same code."""
+        submission = self._begin_step(action)
+        try:
+            return self._finish_step(submission, await self._agrade(submission))
+        except BaseException:
+            self._conversation.abort_turn()
+            raise
 
 
 class MultiTurnCodingEnv(_MultiTurnLogic):
@@ -384,7 +488,8 @@ class MultiTurnCodingEnv(_MultiTurnLogic):
     Feedback is appended to ``messages`` only while the episode goes on; the final verdict is
     in ``feedback`` and the turn record. A submission is always graded, even one that overruns
     the budget; the budget is checked for the observation that would follow it.
-    The reward of each step is that turn's score (``reward_fn``, dense by default). ``info``
+    The reward of each step follows ``step_reward`` (see the module docstring: by default the
+    change in the turn's score, so the rewards sum to the final score). ``info``
     carries ``terminated``, ``truncated`` and ``stop_reason``. ``env.state`` is the conversation
     state; ``env.trajectory`` the episode's :class:`Trajectory` of :class:`TurnRecord`.
 
@@ -393,23 +498,3 @@ class MultiTurnCodingEnv(_MultiTurnLogic):
     templates one by one; ``grader`` replaces the sandbox (``isolation`` picks the sandbox's
     isolation level otherwise).
     """
-
-    def step(self, action: str) -> StepResult:
-        """Grade one submission and advance the conversation."""
-        submission = self._begin_step(action)
-        try:
-            scored = self.grader.score(submission.task, submission.code, timeout=self.timeout)
-            return self._finish_step(submission, scored)
-        except BaseException:
-            self._conversation.abort_turn()  # nothing was committed: the turn may be retried
-            raise
-
-    async def astep(self, action: str) -> StepResult:
-        """Async twin of :meth:`step`: the grading is awaited, the rest is the same code."""
-        submission = self._begin_step(action)
-        try:
-            scored = await self.grader.ascore(submission.task, submission.code, timeout=self.timeout)
-            return self._finish_step(submission, scored)
-        except BaseException:
-            self._conversation.abort_turn()
-            raise

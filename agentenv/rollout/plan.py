@@ -140,17 +140,18 @@ def task_set_hash(tasks: Sequence[Task]) -> str:
 
 
 def make_env(config: RolloutConfig, tasks: Sequence[Task], seed: int) -> Any:
-    """The environment one episode runs in: CodingEnv or MultiTurnCodingEnv per ``config.mode``."""
-    if config.mode == "single_step":
-        from agentenv.envs.coding import CodingEnv
-
-        return CodingEnv(tasks=tasks, timeout=config.timeout, seed=seed)
-    from agentenv.envs.multiturn import MultiTurnCodingEnv
-
+    """The environment one episode runs in: CodingEnv or MultiTurnCodingEnv per ``config.mode``,
+    with the same options in both (prompts, tokenizer, budget, feedback source)."""
     options: dict[str, Any] = {"token_budget": config.token_budget, "feedback_from": config.feedback_from}
     if config.prompts_dir is not None:
         options["prompts_dir"] = config.prompts_dir
     if config.model is not None:  # count the budget with the policy model's own tokenizer
         options["tokenizer"] = config.model
+    if config.mode == "single_step":
+        from agentenv.envs.coding import CodingEnv
+
+        return CodingEnv(tasks=tasks, timeout=config.timeout, seed=seed, **options)
+    from agentenv.envs.multiturn import MultiTurnCodingEnv
+
     return MultiTurnCodingEnv(tasks=tasks, max_turns=config.max_turns, seed=seed,
                               timeout=config.timeout, **options)
