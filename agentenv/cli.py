@@ -142,6 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                          "system.j2 / task.j2 / feedback.j2")
     run.add_argument("--feedback-from", choices=("all", "visible"), default="all",
                      help="which failing checks the feedback shows (default: all)")
+    run.add_argument("--stop-when", choices=("hidden", "visible"), default="hidden",
+                     help="which checks end an episode when they pass; the reward always comes "
+                          "from the hidden ones (default: hidden)")
     run.add_argument("--timeout", type=_nonneg_float, default=5.0,
                      help="sandbox seconds per submission (default: 5)")
     run.add_argument("--out", default=None,
@@ -324,7 +327,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         base_url=args.base_url, mode=mode, max_turns=1 if args.single_step else args.max_turns,
         samples=args.samples, seed=args.seed, concurrency=args.concurrency, timeout=args.timeout,
         token_budget=args.token_budget, prompts_dir=args.prompts_dir,
-        feedback_from=args.feedback_from, backend=args.backend, address=args.address,
+        feedback_from=args.feedback_from, stop_when=args.stop_when, backend=args.backend,
+        address=args.address,
     )
     out = Path(args.out) if args.out else _default_out()
     err = _stderr()

@@ -23,11 +23,12 @@ __all__ = ["MODES", "EpisodeSpec", "RolloutConfig", "episode_seed", "make_env", 
 
 MODES = ("multi_turn", "single_step")
 FEEDBACK_FROM = ("all", "visible")
+STOP_WHEN = ("hidden", "visible")
 BACKENDS = ("local", "ray")
 # Settings that change what an episode is; a resumed run must keep them.
 # (The task set itself is guarded by its hash; base_url may change, e.g. a restarted server.)
 _IDENTITY = ("policy", "model", "mode", "max_turns", "seed", "timeout", "token_budget",
-             "prompts_dir", "feedback_from", "temperature")
+             "prompts_dir", "feedback_from", "stop_when", "temperature")
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class RolloutConfig:
     token_budget: int | None = None
     prompts_dir: str | None = None
     feedback_from: str = "all"
+    stop_when: str = "hidden"
     backend: str = "local"
     address: str | None = None
 
@@ -62,6 +64,8 @@ class RolloutConfig:
         if self.feedback_from not in FEEDBACK_FROM:
             raise ConfigError(f"feedback_from must be one of {', '.join(FEEDBACK_FROM)}, "
                               f"got {self.feedback_from!r}")
+        if self.stop_when not in STOP_WHEN:
+            raise ConfigError(f"stop_when must be one of {', '.join(STOP_WHEN)}, got {self.stop_when!r}")
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         for name in ("max_turns", "samples", "concurrency"):
@@ -142,7 +146,8 @@ def task_set_hash(tasks: Sequence[Task]) -> str:
 def make_env(config: RolloutConfig, tasks: Sequence[Task], seed: int) -> Any:
     """The environment one episode runs in: CodingEnv or MultiTurnCodingEnv per ``config.mode``,
     with the same options in both (prompts, tokenizer, budget, feedback source)."""
-    options: dict[str, Any] = {"token_budget": config.token_budget, "feedback_from": config.feedback_from}
+    options: dict[str, Any] = {"token_budget": config.token_budget, "feedback_from": config.feedback_from,
+                               "stop_when": config.stop_when}
     if config.prompts_dir is not None:
         options["prompts_dir"] = config.prompts_dir
     if config.model is not None:  # count the budget with the policy model's own tokenizer
