@@ -86,7 +86,9 @@ class TurnRecord:
     is 0). ``newly_passed``/``newly_failed`` are check indices relative to the previous turn.
     Token counts are what this turn added: ``action_tokens`` for the policy's text,
     ``observation_tokens`` for the feedback it got back; ``cumulative_tokens`` is the running
-    total of the whole conversation. ``usage``/``finish_reason`` come from the policy's server.
+    total of the whole conversation, as the API counts it. ``usage``/``finish_reason`` come from
+    the policy's server; ``reply_cut`` says the reply overran the observation's ``max_tokens``
+    and was cut there before grading (its ``finish_reason`` is then "length").
     """
 
     turn: int
@@ -113,6 +115,7 @@ class TurnRecord:
     passed_indices: tuple[int, ...] = ()
     visible_passed: int | None = None
     visible_total: int | None = None
+    reply_cut: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

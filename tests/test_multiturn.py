@@ -12,7 +12,7 @@ import pytest
 
 from agentenv import MultiTurnCodingEnv
 from agentenv.envs.conversation import ConversationState
-from agentenv.envs.multiturn import SandboxGrader, redact_secrets, secret_values
+from agentenv.envs.multiturn import MIN_REPLY_TOKENS, SandboxGrader, redact_secrets, secret_values
 from agentenv.envs.scoring import Scored
 from agentenv.errors import EnvStateError, SandboxError
 from agentenv.policies import ScriptedPolicy, mock_policy
@@ -142,14 +142,16 @@ def test_feedback_is_trimmed_to_the_room_left_before_giving_up() -> None:
     _, _, _, info = probe.step(WRONG)
     feedback_tokens = info["observation_tokens"]
     after_action = info["tokens_used"] - feedback_tokens
-    budget = after_action + feedback_tokens // 2  # room for half the feedback
+    budget = after_action + feedback_tokens // 2 + MIN_REPLY_TOKENS  # half the feedback, and a reply
     env = MultiTurnCodingEnv(tasks=[ADD4], max_turns=3, token_budget=budget)
     env.reset()
     obs, _, done, info = env.step(WRONG)
     assert not done and info["feedback_trimmed"] is True
     assert "feedback truncated" in obs["feedback"]
+    assert obs["feedback"].endswith("Reply with the complete corrected solution in a ```python code block.")
+    assert "You have 2 attempts left." in obs["feedback"]  # the instructions survive the trim
     assert obs["messages"][-1]["content"] == obs["feedback"]
-    assert obs["tokens_used"] <= budget
+    assert obs["tokens_used"] <= budget - MIN_REPLY_TOKENS and obs["max_tokens"] >= MIN_REPLY_TOKENS
     assert info["observation_tokens"] < feedback_tokens
 
 
@@ -301,8 +303,7 @@ def test_tokens_used_adds_only_what_each_step_adds() -> None:
         obs, _, _, info = env.step(answer)
         assert obs["tokens_used"] == before + info["action_tokens"] + info["observation_tokens"]
         before = obs["tokens_used"]
-    expected = sum(env.counter.count_message(m["content"]) for m in obs["messages"])
-    assert obs["tokens_used"] == expected
+    assert obs["tokens_used"] == env.counter.count_chat(obs["messages"])  # the API's prompt_tokens
 
 
 # -- state errors and the async twin ---------------------------------------------------------

@@ -10,8 +10,9 @@ How an episode ends (``info["stop_reason"]``, also ``env.trajectory.stop_reason`
 
 - ``"solved"``: every hidden check passed (``terminated``; an absorbing state);
 - ``"max_turns"``: ``max_turns`` submissions were graded (``truncated``);
-- ``"token_budget"``: the next observation would not fit in ``token_budget`` even with the
-  feedback trimmed (``truncated``). RL code bootstraps values on truncation, not termination.
+- ``"token_budget"``: the next observation, with room for a reply, would not fit in
+  ``token_budget`` even with the feedback trimmed (``truncated``). RL code bootstraps values on
+  truncation, not termination.
 
 The score of a turn always comes from the hidden ``checks``. What the policy is shown, and what
 ends the episode, are two options, and each says what it leaks:
@@ -88,6 +89,9 @@ STEP_REWARDS: tuple[str, ...] = ("delta", "final", "absolute")
 TRIM_MARKER = "\n[… feedback truncated to fit the token budget]"
 # Below this many tokens of real content, trimmed feedback would say nothing useful.
 MIN_FEEDBACK_TOKENS = 16
+# Feedback is trimmed so that at least this many tokens stay for the reply that follows it;
+# if that cannot be done, the episode ends on its token budget.
+MIN_REPLY_TOKENS = 64
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
 _MIN_SECRET_LENGTH = 8
 REDACTED = "[redacted]"
@@ -138,6 +142,7 @@ class _Submission:
     text: str
     code: str
     action: object
+    cut: bool = False  # the reply overran the observation's max_tokens and was cut there
 
 
 StepResult = tuple[dict[str, Any], float, bool, dict[str, Any]]
@@ -287,21 +292,57 @@ class _MultiTurnLogic:
             "task_name": task.name,
             "messages": conv.messages(),
             "feedback": self._feedback,
+            # the episode's seed (per sample in a rollout run): policies sample with it
+            "seed": self.trajectory.seed if self.trajectory is not None else None,
             # the 1-based turn this observation asks for (after the end: the last turn played)
             "turn": conv.turn + 1 if running else conv.turn,
             "turns_left": self.max_turns - conv.turn if running else 0,
             "max_turns": self.max_turns,
             "tokens_used": conv.tokens_used,
             "tokens_left": conv.tokens_left,
+            # tokens the reply may have (None without a budget): send it as max_tokens
+            "max_tokens": self._reply_limit() if running else 0 if conv.token_budget is not None else None,
         }
+
+    # -- the budget -------------------------------------------------------------------------------
+    def _feedback_floor(self, turns_left: int) -> int:
+        """Tokens of the shortest feedback :meth:`_fit` may produce: its instructions paragraph
+        (rendered for ``turns_left``), the trim marker and the minimum of real content."""
+        tail = self.prompts.feedback(turn=1, turns_left=turns_left, passed=0, total=1, failures=(),
+                                     source=self.feedback_from).rsplit("\n\n", 1)[-1]
+        count = self.counter.count
+        return count(TRIM_MARKER + "\n\n" + tail) + MIN_FEEDBACK_TOKENS + 2  # +2: joins
+
+    def _reply_limit(self) -> int | None:
+        """The reply's token allowance: what the budget leaves after this request, minus a
+        reserve for the next observation and a minimal reply to it, while turns remain after
+        this one (without the reserve when it would leave less than a minimal reply)."""
+        conv = self._conversation
+        if conv.token_budget is None:
+            return None
+        room = max(0, conv.token_budget - conv.tokens_used)
+        turns_after = self.max_turns - conv.turn - 1
+        if turns_after > 0:
+            closing = max(0, self.counter.count_message("", "assistant") - self.counter.reply_priming)
+            reserve = (closing + self.counter.count_message("", "user") + self._feedback_floor(turns_after - 1)
+                       + MIN_REPLY_TOKENS)
+            if room - reserve >= MIN_REPLY_TOKENS:
+                return room - reserve
+        return room
 
     # -- step: the I/O-free halves --------------------------------------------------------------
     def _begin_step(self, action: object) -> _Submission:
+        limit = self._reply_limit() if self._conversation.state is ConversationState.AWAITING_SUBMISSION else None
         self._conversation.begin_turn()  # raises EnvStateError before reset / after the end
         task = self.current_task
         assert task is not None
         text = str(action) if isinstance(action, str) else ""
-        return _Submission(task=task, text=text, code=extract_code(text, task.entry_point), action=action)
+        cut = False
+        if limit is not None and self.counter.count(text) > limit:
+            # Graded as cut, as the server would have cut it had the policy sent max_tokens.
+            text, cut = self.counter.truncate(text, limit), True
+        return _Submission(task=task, text=text, code=extract_code(text, task.entry_point), action=action,
+                           cut=cut)
 
     def _redacted(self, result: RunResult) -> RunResult:
         if not self._secrets or not result.failures:
@@ -314,22 +355,27 @@ class _MultiTurnLogic:
         return replace(result, failures=failures)
 
     def _fit(self, feedback: str) -> str | None:
-        """The feedback as it fits the room left (trimmed with a marker), or None if it cannot."""
-        room = self._conversation.room_for_message()
+        """The feedback as it fits the room left with a minimal reply after it (trimmed with a
+        marker, its last paragraph, the instructions, kept whole), or None if it cannot."""
+        room = self._conversation.room_for_message("user", keep=MIN_REPLY_TOKENS)
         count = self.counter.count
         if room is None or count(feedback) <= room:
             return feedback
-        if room < count(TRIM_MARKER) + MIN_FEEDBACK_TOKENS:
+        head, sep, tail = feedback.rpartition("\n\n")
+        if not sep:
+            head, tail = feedback, ""
+        ending = TRIM_MARKER + ("\n\n" + tail if tail else "")
+        if room < count(ending) + MIN_FEEDBACK_TOKENS:
             return None
-        low, high = 0, len(feedback)  # longest prefix whose text plus marker fits
+        low, high = 0, len(head)  # longest prefix of the head whose text plus the ending fits
         while low < high:
             mid = (low + high + 1) // 2
-            if count(feedback[:mid] + TRIM_MARKER) <= room:
+            if count(head[:mid].rstrip() + ending) <= room:
                 low = mid
             else:
                 high = mid - 1
-        trimmed = feedback[:low].rstrip() + TRIM_MARKER
-        if count(trimmed) > room or count(feedback[:low]) < MIN_FEEDBACK_TOKENS:
+        trimmed = head[:low].rstrip() + ending
+        if count(trimmed) > room or count(head[:low]) < MIN_FEEDBACK_TOKENS:
             return None
         return trimmed
 
@@ -407,7 +453,8 @@ class _MultiTurnLogic:
             action_tokens=action_tokens, observation_tokens=observation_tokens,
             cumulative_tokens=conv.tokens_used, feedback=feedback,
             usage=getattr(sub.action, "usage", None),
-            finish_reason=getattr(sub.action, "finish_reason", None),
+            finish_reason="length" if sub.cut else getattr(sub.action, "finish_reason", None),
+            reply_cut=sub.cut,
         )
         trajectory.turns.append(record)
         conv.end_turn(next_state)
@@ -430,6 +477,7 @@ class _MultiTurnLogic:
             "visible_total": visible.total if visible is not None else None,
             "failures": [f.to_dict() for f in shown.failures],
             "feedback_trimmed": trimmed,
+            "reply_cut": sub.cut,
             "action_tokens": action_tokens,
             "observation_tokens": observation_tokens,
             "tokens_used": conv.tokens_used,
@@ -484,10 +532,21 @@ class MultiTurnCodingEnv(_MultiTurnLogic):
     The observation has ``prompt``, ``entry_point``, ``task_name``, ``messages`` (the whole
     conversation in OpenAI chat format), ``feedback`` (the latest feedback text), ``turn`` (the
     1-based turn it asks for; after the end, the last turn played), ``turns_left`` (submissions
-    still allowed), ``max_turns``, ``tokens_used`` and ``tokens_left`` (None without a budget).
+    still allowed), ``max_turns``, ``tokens_used``, ``tokens_left`` and ``max_tokens`` (None
+    without a budget), and ``seed`` (the episode's seed, for policies that sample).
     Feedback is appended to ``messages`` only while the episode goes on; the final verdict is
-    in ``feedback`` and the turn record. A submission is always graded, even one that overruns
-    the budget; the budget is checked for the observation that would follow it.
+    in ``feedback`` and the turn record.
+
+    The token budget binds. Tokens are counted as OpenAI's API counts a chat (see
+    :class:`agentenv.tokens.TokenCounter`): ``tokens_used`` is the next request's prompt tokens.
+    ``max_tokens`` in the observation is what the reply may have: the budget left, minus (while
+    turns remain after this one) a reserve for the next observation and a minimal reply to it;
+    the OpenAI-compatible policy sends it as ``max_tokens``. A reply that still overruns it is
+    cut there and graded as cut (``info["reply_cut"]``, ``finish_reason="length"`` in the
+    record), as the server would have cut it; the episode goes on. Feedback that does not fit is
+    trimmed with a marker, keeping its last paragraph (the attempts-left instructions) and room
+    for a reply of ``MIN_REPLY_TOKENS``; if even that cannot fit, the episode ends with
+    ``stop_reason="token_budget"``. No request plus its reply ever exceeds the budget.
     The reward of each step follows ``step_reward`` (see the module docstring: by default the
     change in the turn's score, so the rewards sum to the final score). ``info``
     carries ``terminated``, ``truncated`` and ``stop_reason``. ``env.state`` is the conversation

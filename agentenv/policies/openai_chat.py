@@ -119,6 +119,8 @@ class OpenAIPolicy:
     (capped at ``max_backoff``, with jitter). ``timeout`` bounds each request.
     ``extra_body`` is merged into every request (for server-specific options).
     ``transport`` picks the async HTTP client (see the module docstring).
+    An observation's ``max_tokens`` (the env's allowance under its token budget) caps the
+    request's ``max_tokens``; its ``seed`` (per sample) is sent as ``seed`` unless one was given.
     """
 
     name = "openai"
@@ -197,12 +199,19 @@ class OpenAIPolicy:
         """The keyword arguments of one SDK chat-completions call for this observation."""
         kwargs: dict[str, Any] = {"model": self.model, "messages": build_messages(obs, self.system_prompt),
                                   "temperature": self.temperature}
-        if self.max_tokens is not None:
-            kwargs["max_tokens"] = self.max_tokens
+        # The observation's allowance under the env's token budget, and its per-sample seed.
+        limit, seed = obs.get("max_tokens"), obs.get("seed")
+        max_tokens = self.max_tokens
+        if isinstance(limit, int) and not isinstance(limit, bool):
+            max_tokens = max(1, limit if max_tokens is None else min(max_tokens, limit))
+        if max_tokens is not None:
+            kwargs["max_tokens"] = max_tokens
         if self.top_p is not None:
             kwargs["top_p"] = self.top_p
         if self.seed is not None:
             kwargs["seed"] = self.seed
+        elif isinstance(seed, int) and not isinstance(seed, bool):
+            kwargs["seed"] = seed
         if self.extra_body:
             kwargs["extra_body"] = dict(self.extra_body)
         return kwargs
