@@ -19,6 +19,11 @@ overall (the mean over tasks):
 
 The difference revise − 1@k (and revise − pass@k) gets a paired bootstrap interval over
 tasks, and ``budget`` holds the solve-rate-against-budget curves for ``j = 1..k`` calls.
+
+``warnings`` says when the study cannot mean what it seems to: single-step samples that are
+all the same code for most tasks (the policy does not sample: resampling cannot help, and 1@k is
+pass@1), per-task differences with zero variance (a degenerate interval), arms built from
+different templates or policies, and tasks without visible checks.
 """
 
 from __future__ import annotations
@@ -265,6 +270,16 @@ def revise_vs_resample(single_step_run: RunLike, multi_turn_run: RunLike, k: int
         return [row["solve@k"] - row[key] for row in row_list]
 
     warnings = []
+    duplicated = [name for name in common if len(samples[name]) > 1
+                  and len({s.turns[0].code_hash for s in samples[name] if s.turns}) == 1]
+    if duplicated and 2 * len(duplicated) > len(common):  # a few by chance; most: no sampling
+        warnings.append(f"{len(duplicated)} of {len(common)} task(s) have identical single-step "
+                        f"samples (e.g. {duplicated[0]!r}): the policy does not sample, so resampling "
+                        "cannot help there; give each sample its own seed or a temperature above 0")
+    diffs = differences("1@k")
+    if len(diffs) > 1 and max(diffs) - min(diffs) == 0.0:
+        warnings.append(f"revise - 1@k is {diffs[0]:+.3f} on every task (zero variance): the "
+                        "bootstrap interval is degenerate and says nothing about uncertainty")
     without_visible = [name for name, row in rows.items() if not row["has_visible"]]
     if without_visible:
         warnings.append(f"{len(without_visible)} of {len(rows)} task(s) have no visible checks, "
@@ -274,6 +289,12 @@ def revise_vs_resample(single_step_run: RunLike, multi_turn_run: RunLike, k: int
         if settings_single[key] != settings_multi[key]:
             warnings.append(f"the runs differ in {key}: single-step {settings_single[key]}, "
                             f"multi-turn {settings_multi[key]}")
+    for name in ("system", "task"):  # the arms must pose the same prompts
+        ids_single = {t.template_ids.get(name) for t in single}
+        ids_multi = {t.template_ids.get(name) for t in multi}
+        if ids_single != ids_multi:
+            warnings.append(f"the runs use different {name} templates ({sorted(map(str, ids_single))} "
+                            f"vs {sorted(map(str, ids_multi))}): the arms were not posed the same prompts")
     only_single = [name for name in samples if name not in episodes]
     only_multi = [name for name in episodes if name not in samples]
     if only_single or only_multi:
