@@ -203,6 +203,7 @@ class _MultiTurnLogic:
         # by) their result: then nothing it sees can depend on what the code did on hidden inputs.
         self.visible_apart = feedback_from == "visible" or stop_when == "visible"
         self._parts: tuple[Task, Task | None] | None = None
+        self._floors: dict[int, int] = {}  # _feedback_floor by turns left (the templates are fixed)
         self.reward_fn = reward_fn
         self.grader: Grader = grader if grader is not None else SandboxGrader(isolation)
         self.prompts = Prompts(prompts_dir)
@@ -308,10 +309,13 @@ class _MultiTurnLogic:
     def _feedback_floor(self, turns_left: int) -> int:
         """Tokens of the shortest feedback :meth:`_fit` may produce: its instructions paragraph
         (rendered for ``turns_left``), the trim marker and the minimum of real content."""
-        tail = self.prompts.feedback(turn=1, turns_left=turns_left, passed=0, total=1, failures=(),
-                                     source=self.feedback_from).rsplit("\n\n", 1)[-1]
-        count = self.counter.count
-        return count(TRIM_MARKER + "\n\n" + tail) + MIN_FEEDBACK_TOKENS + 2  # +2: joins
+        floor = self._floors.get(turns_left)
+        if floor is None:
+            tail = self.prompts.feedback(turn=1, turns_left=turns_left, passed=0, total=1, failures=(),
+                                         source=self.feedback_from).rsplit("\n\n", 1)[-1]
+            floor = self.counter.count(TRIM_MARKER + "\n\n" + tail) + MIN_FEEDBACK_TOKENS + 2  # +2: joins
+            self._floors[turns_left] = floor
+        return floor
 
     def _reply_limit(self) -> int | None:
         """The reply's token allowance: what the budget leaves after this request, minus a
