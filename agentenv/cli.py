@@ -142,6 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                          "system.j2 / task.j2 / feedback.j2")
     run.add_argument("--feedback-from", choices=("all", "visible"), default="all",
                      help="which failing checks the feedback shows (default: all)")
+    run.add_argument("--repair-tree", type=_tree_shape, default=None, metavar="N,M",
+                     help="repair trees: N first programs per task, M repairs from each failing "
+                          "one (the shared first turn is generated once); --max-turns 2 is one repair")
     run.add_argument("--stop-when", choices=("hidden", "visible"), default="hidden",
                      help="which checks end an episode when they pass; the reward always comes "
                           "from the hidden ones (default: hidden)")
@@ -331,6 +334,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         address=args.address,
     )
     out = Path(args.out) if args.out else _default_out()
+    if args.repair_tree is not None:
+        return _run_repair_trees(args, tasks, policy, config, out)
     err = _stderr()
     turns = "single-step" if args.single_step else f"multi-turn, {args.max_turns} turns"
     err.print(f"agentenv run: {len(tasks)} tasks x {args.samples} sample(s), {args.policy} policy, "
@@ -369,6 +374,31 @@ def _cmd_run(args: argparse.Namespace) -> int:
         err.print(f"{len(result.errors)} episode(s) failed (first: {result.errors[0].episode_id}: "
                   f"{result.errors[0].error}); run the same command again to retry them")
         return EXIT_FAILURES
+    return EXIT_OK
+
+
+def _tree_shape(text: str) -> tuple[int, int]:
+    try:
+        initial, repairs = (int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected N,M (e.g. 5,2), got {text!r}") from None
+    if initial < 1 or repairs < 1:
+        raise argparse.ArgumentTypeError(f"N and M must be >= 1, got {text!r}")
+    return initial, repairs
+
+
+def _run_repair_trees(args: argparse.Namespace, tasks: Any, policy: Any, config: Any, out: Path) -> int:
+    from agentenv.rollout.tree import run_repair_trees
+
+    initial, repairs = args.repair_tree
+    _stderr().print(f"agentenv run: repair trees {initial},{repairs} over {len(tasks)} tasks, "
+                    f"{args.policy} policy, {args.max_turns} turns -> {out}")
+    result = run_repair_trees(tasks, policy, config, out, initial=initial, repairs=repairs)
+    tree = result.summary["tree"]
+    _stdout().print(_summary_table(result.summary, f"{args.policy} on {args.tasks} (repair trees)"))
+    _stdout().print(f"{tree['roots']} roots, {tree['failed_roots']} failed and branched {repairs} ways; "
+                    f"{tree['policy_calls']} policy calls ({tree['calls_saved_by_sharing']} saved by "
+                    f"sharing first turns); wrote {out / 'trajectories.jsonl'}")
     return EXIT_OK
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal
 
 from agentenv.errors import ConfigError, EnvStateError
 from agentenv.log import get_logger
@@ -246,6 +246,25 @@ class Conversation:
             return None
         return (self.token_budget - keep - self._history - self.counter.count_message("", role)
                 - self.counter.reply_priming)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The conversation between turns as JSON-shaped data (for :meth:`restore`)."""
+        if self._state is not ConversationState.AWAITING_SUBMISSION:
+            raise EnvStateError(f"a conversation is snapshotted between turns (awaiting a "
+                                f"submission), not in state {self._state.name}; step or reset first")
+        return {"messages": self.messages(), "tokens_used": self._tokens_used,
+                "history": self._history, "turn": self._turn}
+
+    def restore(self, snapshot: Mapping[str, Any]) -> None:
+        """Continue from a :meth:`snapshot`: the same messages, counts and turn, awaiting the next
+        submission. Counts as a new episode (a branch); nothing is re-counted."""
+        self.require("reset")
+        self._messages = [{"role": str(m["role"]), "content": str(m["content"])} for m in snapshot["messages"]]
+        self._tokens_used = int(snapshot["tokens_used"])
+        self._history = int(snapshot["history"])
+        self._turn = int(snapshot["turn"])
+        self._episodes += 1
+        self._move(ConversationState.AWAITING_SUBMISSION)
 
     def end_turn(self, to_state: ConversationState) -> None:
         """Finish grading a turn: continue (AWAITING_SUBMISSION) or end in a terminal state."""

@@ -79,8 +79,8 @@ from agentenv.sandbox.result import RunResult
 from agentenv.tasks.schema import Task
 from agentenv.tokens import TokenCounter, Tokenizer
 
-__all__ = ["FEEDBACK_SOURCES", "STEP_REWARDS", "STOP_CONDITIONS", "Grader", "MultiTurnCodingEnv",
-           "SandboxGrader", "redact_secrets"]
+__all__ = ["FEEDBACK_SOURCES", "STEP_REWARDS", "STOP_CONDITIONS", "EpisodeSnapshot", "Grader",
+           "MultiTurnCodingEnv", "SandboxGrader", "redact_secrets"]
 
 FEEDBACK_SOURCES: tuple[str, ...] = ("all", "visible")
 STOP_CONDITIONS: tuple[str, ...] = ("hidden", "visible")
@@ -132,6 +132,29 @@ def redact_secrets(text: str, secrets: Sequence[str]) -> str:
         if secret in text:
             text = text.replace(secret, REDACTED)
     return text
+
+
+@dataclass(frozen=True)
+class EpisodeSnapshot:
+    """An episode between turns, as plain data: the conversation, the records so far, the last
+    feedback, and the env settings it must be restored under."""
+
+    task_name: str
+    conversation: Mapping[str, Any]
+    trajectory: Mapping[str, Any]
+    feedback: str
+    settings: Mapping[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"task_name": self.task_name, "conversation": dict(self.conversation),
+                "trajectory": dict(self.trajectory), "feedback": self.feedback,
+                "settings": dict(self.settings)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EpisodeSnapshot:
+        return cls(task_name=str(data["task_name"]), conversation=dict(data["conversation"]),
+                   trajectory=dict(data["trajectory"]), feedback=str(data["feedback"]),
+                   settings=dict(data["settings"]))
 
 
 @dataclass(frozen=True)
@@ -280,6 +303,52 @@ class _MultiTurnLogic:
                 "source": task.source,
             },
         )
+        return self._observation()
+
+    # -- branching ------------------------------------------------------------------------------
+    def _settings(self) -> dict[str, Any]:
+        """What a snapshot may only be restored under: the options that shape an episode."""
+        return {"max_turns": self.max_turns, "token_budget": self.token_budget,
+                "feedback_from": self.feedback_from, "stop_when": self.stop_when,
+                "step_reward": self.step_reward, "mode": self.mode, "tokenizer": self.counter.name,
+                "template_ids": dict(self.template_ids)}
+
+    def snapshot(self) -> EpisodeSnapshot:
+        """The episode as it stands between turns, to :meth:`restore` later, here or in another
+        env built with the same options and tasks (it is plain data: ``to_dict``/``from_dict``).
+
+        A repair tree snapshots a failing state once and restores it for each repair, so the
+        shared prefix is never generated or graded again.
+        """
+        conversation = self._conversation.snapshot()  # raises unless awaiting a submission
+        assert self.current_task is not None and self.trajectory is not None
+        return EpisodeSnapshot(task_name=self.current_task.name, conversation=conversation,
+                               trajectory=self.trajectory.to_dict(), feedback=self._feedback,
+                               settings=self._settings())
+
+    def restore(self, snapshot: EpisodeSnapshot, *, seed: int | None = None) -> dict[str, Any]:
+        """Continue the episode of ``snapshot`` (a branch of it); return its observation.
+
+        ``seed`` (recorded as the episode's seed, and in the observation) lets each branch sample
+        its own continuation.
+        """
+        if snapshot.settings != self._settings():
+            changed = sorted(k for k in snapshot.settings if snapshot.settings.get(k) != self._settings().get(k))
+            raise ConfigError(f"this snapshot was taken under other env settings ({', '.join(changed)}); "
+                              "restore it into an env built with the same options")
+        task = next((t for t in self.tasks if t.name == snapshot.task_name), None)
+        if task is None:
+            raise ConfigError(f"this snapshot is of task {snapshot.task_name!r}, which this env does "
+                              "not have; build it with the same tasks")
+        self._conversation.restore(snapshot.conversation)
+        self.current_task = task
+        self._parts = split_task(task) if self.visible_apart else None
+        self._feedback = snapshot.feedback
+        self._secrets = secret_values()
+        trajectory = Trajectory.from_dict(snapshot.trajectory)
+        if seed is not None:
+            trajectory.seed = seed
+        self.trajectory = trajectory
         return self._observation()
 
     def _observation(self) -> dict[str, Any]:
