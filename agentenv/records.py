@@ -9,7 +9,7 @@ optionally carrying the server's usage numbers and finish reason so they reach t
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
@@ -40,7 +40,9 @@ RESEARCHER_ONLY: tuple[str, ...] = ("outcome", "passed", "total", "fraction", "r
 
 
 class Completion(str):
-    """Raw policy text that may also carry ``usage`` and ``finish_reason`` from the server.
+    """Raw policy text that may also carry ``usage`` and ``finish_reason`` from the server, and,
+    when the server returns them (vLLM's ``return_token_ids``, ``logprobs``), the prompt and
+    completion token ids and the completion's per-token logprobs.
 
     It *is* a ``str``, so every place that takes raw text takes it; environments read the
     extra attributes, when present, into the turn record.
@@ -48,12 +50,20 @@ class Completion(str):
 
     usage: dict[str, int] | None
     finish_reason: str | None
+    prompt_token_ids: tuple[int, ...] | None
+    token_ids: tuple[int, ...] | None
+    logprobs: tuple[float, ...] | None
 
     def __new__(cls, text: str, usage: Mapping[str, int] | None = None,
-                finish_reason: str | None = None) -> Completion:
+                finish_reason: str | None = None, *, prompt_token_ids: Sequence[int] | None = None,
+                token_ids: Sequence[int] | None = None, logprobs: Sequence[float] | None = None
+                ) -> Completion:
         obj = super().__new__(cls, text)
         obj.usage = dict(usage) if usage is not None else None
         obj.finish_reason = finish_reason
+        obj.prompt_token_ids = tuple(int(i) for i in prompt_token_ids) if prompt_token_ids is not None else None
+        obj.token_ids = tuple(int(i) for i in token_ids) if token_ids is not None else None
+        obj.logprobs = tuple(float(x) for x in logprobs) if logprobs is not None else None
         return obj
 
 
@@ -89,6 +99,9 @@ class TurnRecord:
     total of the whole conversation, as the API counts it. ``usage``/``finish_reason`` come from
     the policy's server; ``reply_cut`` says the reply overran the observation's ``max_tokens``
     and was cut there before grading (its ``finish_reason`` is then "length").
+    ``prompt_token_ids``/``completion_token_ids``/``logprobs`` are the server's, when the policy
+    returned them (a :class:`Completion` that carries them); None otherwise, and for a cut reply
+    (its ids would not match the text that was graded).
     """
 
     turn: int
@@ -116,6 +129,9 @@ class TurnRecord:
     visible_passed: int | None = None
     visible_total: int | None = None
     reply_cut: bool = False
+    prompt_token_ids: tuple[int, ...] | None = None
+    completion_token_ids: tuple[int, ...] | None = None
+    logprobs: tuple[float, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -174,6 +190,9 @@ class TurnRecord:
         kwargs["failures"] = tuple(Failure.from_dict(x) for x in data.get("failures", ()))
         for name in ("newly_passed", "newly_failed", "passed_indices"):
             kwargs[name] = tuple(data.get(name, ()))
+        for name in ("prompt_token_ids", "completion_token_ids", "logprobs"):
+            if data.get(name) is not None:
+                kwargs[name] = tuple(data[name])
         return cls(**kwargs)
 
 

@@ -171,6 +171,16 @@ class _Submission:
 StepResult = tuple[dict[str, Any], float, bool, dict[str, Any]]
 
 
+def _token_record(sub: _Submission) -> dict[str, Any]:
+    """The server's token ids and logprobs for the turn record, when the policy returned them
+    (never for a cut reply: they would not match the text that was graded)."""
+    if sub.cut:
+        return {}
+    return {"prompt_token_ids": getattr(sub.action, "prompt_token_ids", None),
+            "completion_token_ids": getattr(sub.action, "token_ids", None),
+            "logprobs": getattr(sub.action, "logprobs", None)}
+
+
 class _MultiTurnLogic:
     """The one episode core: ``MultiTurnCodingEnv`` is it with ``max_turns`` turns, ``CodingEnv``
     its single-step face (one turn). The I/O-free halves of a step are shared by ``step`` and
@@ -528,6 +538,7 @@ class _MultiTurnLogic:
             usage=getattr(sub.action, "usage", None),
             finish_reason="length" if sub.cut else getattr(sub.action, "finish_reason", None),
             reply_cut=sub.cut,
+            **_token_record(sub),
         )
         trajectory.turns.append(record)
         conv.end_turn(next_state)

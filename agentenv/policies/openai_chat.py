@@ -110,6 +110,37 @@ def _failure(exc: BaseException) -> _Failure | None:
     return None
 
 
+def _field(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+
+
+def _ints(value: Any) -> list[int] | None:
+    if isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return list(value)
+    return None
+
+
+def _token_fields(response: Any, choice: Any) -> dict[str, Any]:
+    """Token ids and logprobs from a vLLM-style answer (``prompt_token_ids`` on the response or
+    the choice, ``token_ids`` and ``logprobs.content[].logprob`` on the choice); {} without them."""
+    prompt = _ints(_field(response, "prompt_token_ids")) or _ints(_field(choice, "prompt_token_ids"))
+    completion = _ints(_field(choice, "token_ids"))
+    content = _field(_field(choice, "logprobs"), "content") if _field(choice, "logprobs") is not None else None
+    logprobs = None
+    if isinstance(content, (list, tuple)):
+        values = [_field(item, "logprob") for item in content]
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            logprobs = [float(v) for v in values]
+    out: dict[str, Any] = {}
+    if prompt is not None:
+        out["prompt_token_ids"] = prompt
+    if completion is not None:
+        out["token_ids"] = completion
+    if logprobs is not None:
+        out["logprobs"] = logprobs
+    return out
+
+
 class OpenAIPolicy:
     """A chat model behind an OpenAI-compatible endpoint, as a policy (sync and async).
 
@@ -121,6 +152,8 @@ class OpenAIPolicy:
     ``transport`` picks the async HTTP client (see the module docstring).
     An observation's ``max_tokens`` (the env's allowance under its token budget) caps the
     request's ``max_tokens``; its ``seed`` (per sample) is sent as ``seed`` unless one was given.
+    ``return_tokens=True`` asks a vLLM-style server for the prompt and completion token ids and
+    the logprobs; the Completion carries them into the turn record (for trainer exports).
     """
 
     name = "openai"
@@ -130,7 +163,8 @@ class OpenAIPolicy:
                  seed: int | None = None, timeout: float = 60.0, max_retries: int = 5,
                  backoff: float = 1.0, max_backoff: float = 30.0,
                  system_prompt: str = DEFAULT_SYSTEM_PROMPT,
-                 extra_body: Mapping[str, Any] | None = None, transport: str = "auto") -> None:
+                 extra_body: Mapping[str, Any] | None = None, transport: str = "auto",
+                 return_tokens: bool = False) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ConfigError("OpenAIPolicy needs a model id, e.g. OpenAIPolicy('gpt-4o')")
         if max_retries < 0 or backoff < 0 or max_backoff < 0 or not timeout > 0:
@@ -166,6 +200,7 @@ class OpenAIPolicy:
         self.max_backoff = max_backoff
         self.system_prompt = system_prompt
         self.extra_body = dict(extra_body or {})
+        self.return_tokens = return_tokens
         self._init_clients()
 
     def _init_clients(self) -> None:
@@ -212,7 +247,10 @@ class OpenAIPolicy:
             kwargs["seed"] = self.seed
         elif isinstance(seed, int) and not isinstance(seed, bool):
             kwargs["seed"] = seed
-        if self.extra_body:
+        if self.return_tokens:  # token ids (vLLM's return_token_ids) and logprobs, for trainers
+            kwargs["logprobs"] = True
+            kwargs["extra_body"] = {"return_token_ids": True, **self.extra_body}
+        elif self.extra_body:
             kwargs["extra_body"] = dict(self.extra_body)
         return kwargs
 
@@ -238,7 +276,8 @@ class OpenAIPolicy:
         if usage is not None:
             usage_dict = {"prompt_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
                           "completion_tokens": int(getattr(usage, "completion_tokens", 0) or 0)}
-        return Completion(text, usage=usage_dict, finish_reason=getattr(choice, "finish_reason", None))
+        return Completion(text, usage=usage_dict, finish_reason=getattr(choice, "finish_reason", None),
+                          **_token_fields(response, choice))
 
     def _completion_from_json(self, data: Any) -> Completion:
         """A Completion from the decoded JSON answer (the lean transport)."""
@@ -255,7 +294,7 @@ class OpenAIPolicy:
             usage_dict = {"prompt_tokens": int(usage.get("prompt_tokens") or 0),
                           "completion_tokens": int(usage.get("completion_tokens") or 0)}
         return Completion(str(message.get("content") or ""), usage=usage_dict,
-                          finish_reason=choice.get("finish_reason"))
+                          finish_reason=choice.get("finish_reason"), **_token_fields(data, choice))
 
     # -- retries -------------------------------------------------------------------------------
     def _retry_delay(self, attempt: int, failure: _Failure) -> float | None:
