@@ -18,7 +18,10 @@ overall (the mean over tasks):
   episode within ``k`` turns against ``k`` fresh samples.
 
 The difference revise − 1@k (and revise − pass@k) gets a paired bootstrap interval over
-tasks, and ``budget`` holds the solve-rate-against-budget curves for ``j = 1..k`` calls.
+tasks, and ``budget`` holds the solve-rate-against-budget curves for ``j = 1..k`` calls: both
+arms' solve rates with bootstrap bands over tasks, against calls and against *generated* tokens
+(the policy's own output: equal budgets compare what each arm had the model write). Both arms
+are posed the same prompts when the runs share templates (warned otherwise).
 
 ``warnings`` says when the study cannot mean what it seems to: single-step samples that are
 all the same code for most tasks (the policy does not sample: resampling cannot help, and 1@k is
@@ -124,9 +127,10 @@ def _revise_row(episodes: Sequence[Trajectory], k: int) -> dict[str, Any]:
 
     failed_first = [t for t in episodes if not t.first_turn_solved] if k > 1 else []
     repaired = sum(solved_by(t, k) for t in failed_first)
-    curve_tokens = []
+    curve_tokens, curve_generated = [], []
     for j in range(1, k + 1):
         curve_tokens.append(_mean_of([episode_cost(t, upto=j).processed for t in episodes]))
+        curve_generated.append(_mean_of([episode_cost(t, upto=j).generated for t in episodes]))
     costs = [episode_cost(t, upto=k) for t in episodes]
     return {
         "episodes": m,
@@ -138,6 +142,7 @@ def _revise_row(episodes: Sequence[Trajectory], k: int) -> dict[str, Any]:
         "curve_solve": [sum(solved_by(t, j) for t in episodes) / m for j in range(1, k + 1)],
         "curve_calls": [sum(min(len(t.turns), j) for t in episodes) / m for j in range(1, k + 1)],
         "curve_tokens": curve_tokens,
+        "curve_generated": curve_generated,
         "tokens_per_episode": {"generated": _mean_of([x.generated for x in costs]),
                                "processed": _mean_of([x.processed for x in costs])},
         "mean_calls": sum(x.calls for x in costs) / m,
@@ -177,7 +182,8 @@ def _task_row(samples: Sequence[Trajectory], episodes: Sequence[Trajectory], k: 
                   "one_at_k_early_stop": resample["one_at_k_calls"]},
         "curves": {
             "revise": revise["curve_solve"], "revise_calls": revise["curve_calls"],
-            "revise_tokens": revise["curve_tokens"], "pass": resample["curve_pass"],
+            "revise_tokens": revise["curve_tokens"], "revise_generated": revise["curve_generated"],
+            "pass": resample["curve_pass"],
             "one": resample["curve_one"],
         },
     }
@@ -228,21 +234,36 @@ def _overall(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _budget(rows: Sequence[dict[str, Any]], k: int) -> list[dict[str, Any]]:
+def _budget(rows: Sequence[dict[str, Any]], k: int, *, n_boot: int = 1000, seed: int = 0,
+            confidence: float = 0.95) -> list[dict[str, Any]]:
+    """Per budget of j calls: both arms' solve rates with bootstrap bands over tasks, and what the
+    arms cost in tokens (generated, the policy's own output; processed, prompt plus generated)."""
     curves = []
     for j in range(k):
         def at(key: str, index: int = j) -> float | None:
             return _mean_of([row["curves"][key][index] for row in rows])
 
+        def band(key: str, index: int = j) -> list[float]:
+            values = [float(row["curves"][key][index]) for row in rows]
+            interval = paired_bootstrap(values, n_boot=n_boot, seed=f"{seed}:{key}:{index}",
+                                        confidence=confidence)
+            return [interval.low, interval.high]
+
         per_sample = _mean_of([row["tokens"]["sample_processed"] for row in rows])
+        per_sample_generated = _mean_of([row["tokens"]["sample_generated"] for row in rows])
+        generated = [row["curves"]["revise_generated"][j] for row in rows]
         curves.append({
             "calls": j + 1,
             "revise": at("revise"),
+            "revise_band": band("revise"),
             "revise_calls": at("revise_calls"),
             "revise_tokens": at("revise_tokens"),
+            "revise_generated": None if None in generated else _mean_of(generated),
             "pass@j": at("pass"),
             "1@j": at("one"),
+            "1@j_band": band("one"),
             "resample_tokens": None if per_sample is None else (j + 1) * per_sample,
+            "resample_generated": None if per_sample_generated is None else (j + 1) * per_sample_generated,
         })
     return curves
 
@@ -313,7 +334,7 @@ def revise_vs_resample(single_step_run: RunLike, multi_turn_run: RunLike, k: int
         "revise_minus_pass@k": paired_bootstrap(differences("pass@k"), n_boot=n_boot,
                                                 seed=f"{seed}:pass@k",
                                                 confidence=confidence).to_dict(),
-        "budget": _budget(row_list, k),
+        "budget": _budget(row_list, k, n_boot=min(n_boot, 2000), seed=seed, confidence=confidence),
         "warnings": warnings,
         "only_in_single_step": only_single,
         "only_in_multi_turn": only_multi,
