@@ -17,7 +17,10 @@ What it owns:
     with ``code``, or ``kind`` "stdio" with ``stdin``/``expected_stdout``);
   - ``feedback.j2``: ``turn``, ``turns_left``, ``passed``, ``total``, ``failures`` (each with
     ``index``, ``check``, ``kind``, ``message``), ``omitted`` (failures not shown), ``solved``,
-    ``outcome``, ``source`` ("all" or "visible"), ``entry_point``, ``timed_out``.
+    ``outcome``, ``source`` ("all" or "visible"), ``entry_point``, ``timed_out``. With
+    ``source="visible"`` every one of them comes from the visible checks' own run ("not_shown"
+    is the ``outcome`` of code a task without visible checks cannot show); ``solved`` means the
+    episode's stop condition was met and every check shown passed.
 
 - Long failure messages and check texts are cut in the middle with a visible marker, and at
   most ``max_failures`` failures are listed, before the template sees them.

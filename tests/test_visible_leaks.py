@@ -68,7 +68,7 @@ HOSTILE = {
 
 def everything_shown(secret: int, answer: str, **options: Any) -> tuple[str, Trajectory]:
     """Every observation and info of a 3-turn episode, as one JSON string, and the record."""
-    env = MultiTurnCodingEnv(tasks=[task_with_hidden_input(secret)], max_turns=3, timeout=1.0,
+    env = MultiTurnCodingEnv(tasks=[task_with_hidden_input(secret)], max_turns=3, timeout=0.5,
                              feedback_from="visible", **options)
     shown = [env.reset(task_index=0)]
     done = False
@@ -113,7 +113,7 @@ def test_hidden_results_stay_in_the_record_marked_researcher_only() -> None:
 
 def test_the_exit_status_channel_is_open_when_feedback_shows_everything() -> None:
     """The contrast: with feedback_from="all" the hidden exit status is in the feedback."""
-    env = MultiTurnCodingEnv(tasks=[task_with_hidden_input(918273645)], max_turns=2, timeout=1.0)
+    env = MultiTurnCodingEnv(tasks=[task_with_hidden_input(918273645)], max_turns=2, timeout=0.5)
     env.reset(task_index=0)
     obs, _, _, _ = env.step(HOSTILE["exit_status"])
     assert str(918273645 % 256) in obs["feedback"]
@@ -125,7 +125,7 @@ def test_gymnasium_observation_and_info_do_not_depend_on_the_hidden_input() -> N
 
     seen = set()
     for secret in HIDDEN_INPUTS:
-        env = MultiTurnCodingGymEnv(tasks=[task_with_hidden_input(secret)], max_turns=3, timeout=1.0,
+        env = MultiTurnCodingGymEnv(tasks=[task_with_hidden_input(secret)], max_turns=3, timeout=0.5,
                                     feedback_from="visible")
         obs, info = env.reset(seed=0)
         steps: list[Any] = [obs, info]
@@ -141,7 +141,7 @@ def test_gymnasium_observation_and_info_do_not_depend_on_the_hidden_input() -> N
 def test_single_step_visible_view_does_not_depend_on_the_hidden_input() -> None:
     infos = set()
     for secret in HIDDEN_INPUTS:
-        env = CodingEnv(tasks=[task_with_hidden_input(secret)], timeout=1.0, feedback_from="visible")
+        env = CodingEnv(tasks=[task_with_hidden_input(secret)], timeout=0.5, feedback_from="visible")
         obs = env.reset(task_index=0)
         obs2, _, done, info = env.step(HOSTILE["hang"])
         assert done
@@ -151,7 +151,7 @@ def test_single_step_visible_view_does_not_depend_on_the_hidden_input() -> None:
 
 def test_async_steps_keep_the_same_view() -> None:
     async def shown(secret: int) -> str:
-        env = MultiTurnCodingEnv(tasks=[task_with_hidden_input(secret)], max_turns=2, timeout=1.0,
+        env = MultiTurnCodingEnv(tasks=[task_with_hidden_input(secret)], max_turns=2, timeout=0.5,
                                  feedback_from="visible", stop_when="visible")
         out: list[Any] = [env.reset(task_index=0)]
         out += list(await env.astep(HOSTILE["raise"]))[::3]  # obs and info
