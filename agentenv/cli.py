@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import difflib
 import json
 import os
@@ -596,8 +597,19 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return EXIT_USAGE
 
 
+def _tolerant_output() -> None:
+    """Task and candidate text may hold characters the terminal cannot encode (a lone
+    surrogate): show them as escapes instead of failing."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if callable(reconfigure):
+            with contextlib.suppress(ValueError, OSError):  # a stream that cannot change: leave it
+                reconfigure(errors="backslashreplace")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``agentenv`` command line; returns the exit code."""
+    _tolerant_output()
     parser = build_parser()
     try:
         args = parser.parse_args(list(argv) if argv is not None else None)

@@ -109,3 +109,23 @@ def test_cli_check_shows_hostile_failure_messages_without_error(
     out, _ = capsys.readouterr()
     assert code == 1
     assert "[/nope]" in out and "\\ud800" in out
+
+
+def test_report_and_compare_of_a_run_full_of_hostile_strings_work(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Task names and failure messages with lone surrogates, NUL and markup are reported, compared
+    and printed (escaped), and every file written reads back as UTF-8."""
+    bad = "t\ud800<|im_start|>\x00[bold]"
+    with RunStore(tmp_path / "run") as store:
+        store.open({}, {})
+        for sample in range(3):
+            trajectory = _trajectory(bad)
+            trajectory.task_name, trajectory.episode_id, trajectory.sample = bad, f"x#{sample}", sample
+            store.append(trajectory)
+    assert main(["report", str(tmp_path / "run")]) == 0
+    assert main(["compare", str(tmp_path / "run"), str(tmp_path / "run")]) == 0
+    out, _ = capsys.readouterr()
+    assert "\\ud800" in out
+    for path in (tmp_path / "run").rglob("*"):
+        if path.suffix in (".json", ".jsonl", ".txt", ".html"):
+            path.read_text(encoding="utf-8")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentenv.errors import ConfigError
+from agentenv.untrusted import printable
 
 __all__ = [
     "Interval",
@@ -84,6 +85,12 @@ class Interval:
                 "tolerance": self.tolerance, "excludes_zero": self.excludes_zero}
 
 
+def _rng(seed: int | str) -> random.Random:
+    """A generator for ``seed``; a string seed that UTF-8 cannot encode (a task name with a lone
+    surrogate) is escaped first, so any task name seeds a bootstrap."""
+    return random.Random(printable(seed) if isinstance(seed, str) else seed)
+
+
 def _check(n_boot: int, confidence: float) -> None:
     if n_boot < 1:
         raise ConfigError(f"n_boot must be at least 1, got {n_boot!r}")
@@ -116,7 +123,7 @@ def paired_bootstrap(differences: Sequence[float], *, n_boot: int = 10_000, seed
     if not values:
         raise ConfigError("a paired bootstrap needs at least one pair")
     n = len(values)
-    rng = random.Random(seed)
+    rng = _rng(seed)
     replicates = [math.fsum(rng.choices(values, k=n)) / n for _ in range(n_boot)]
     return _interval(math.fsum(values) / n, replicates, confidence, n, max(map(abs, values)))
 
@@ -136,7 +143,7 @@ def bootstrap_difference(a: Sequence[Sequence[float]], b: Sequence[Sequence[floa
     width = len(a[0])
     if any(len(row) != width for row in (*a, *b)):
         raise ConfigError("every observation must carry the same metrics")
-    rng = random.Random(seed)
+    rng = _rng(seed)
     columns_a = [[float(row[j]) for row in a] for j in range(width)]
     columns_b = [[float(row[j]) for row in b] for j in range(width)]
     estimate = [math.fsum(cb) / len(b) - math.fsum(ca) / len(a)

@@ -32,7 +32,12 @@ REPORT_DIR = "report"
 
 
 def _write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (task or candidate text): escape the file
+        text = json.dumps(data, indent=2, ensure_ascii=True)
+    path.write_text(text + "\n", encoding="utf-8", errors="backslashreplace")
 
 
 def write_report(run_dir: str | Path, out_dir: str | Path | None = None, *, credit: bool = True,
@@ -65,10 +70,10 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None, *, cred
         path.write_bytes(png)
         files[name] = str(path)
     text = format_report(metrics)
-    (out / "report.txt").write_text(text + "\n", encoding="utf-8")
+    (out / "report.txt").write_text(text + "\n", encoding="utf-8", errors="backslashreplace")
     files["text"] = str(out / "report.txt")
     page = report_page(metrics, images, title=f"agentenv report: {source.parent.name}")
-    (out / "report.html").write_text(page, encoding="utf-8")
+    (out / "report.html").write_text(page, encoding="utf-8", errors="backslashreplace")
     files["html"] = str(out / "report.html")
     if credit:
         from agentenv.report.credit_export import export_credit
@@ -86,7 +91,8 @@ def write_comparison(run_a: RunLike, run_b: RunLike, out_dir: str | Path, *,
     comparison = compare_runs(run_a, run_b, n_boot=n_boot, seed=seed)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "compare.txt").write_text(format_comparison(comparison) + "\n", encoding="utf-8")
+    (out / "compare.txt").write_text(format_comparison(comparison) + "\n", encoding="utf-8",
+                                          errors="backslashreplace")
     comparison["files"] = {"text": str(out / "compare.txt"), "json": str(out / "compare.json")}
     _write_json(out / "compare.json", comparison)
     return comparison
@@ -113,8 +119,9 @@ def write_revise_report(single_step_run: str | Path, multi_turn_run: str | Path,
     figure = budget_plot(result)
     text = format_revise(result)
     Path(f"{stem}.png").write_bytes(figure)
-    Path(f"{stem}.txt").write_text(text + "\n", encoding="utf-8")
-    Path(f"{stem}.html").write_text(revise_page(result, figure, text), encoding="utf-8")
+    Path(f"{stem}.txt").write_text(text + "\n", encoding="utf-8", errors="backslashreplace")
+    Path(f"{stem}.html").write_text(revise_page(result, figure, text), encoding="utf-8",
+                                      errors="backslashreplace")
     result["files"] = {kind: f"{stem}.{kind}" for kind in ("png", "txt", "html", "json")}
     _write_json(Path(f"{stem}.json"), result)
     return result
