@@ -126,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="sampling temperature for --policy openai (default: 0.2)")
     run.add_argument("--max-tokens", type=_positive_int, default=None,
                      help="cap on generated tokens per call for --policy openai")
+    run.add_argument("--return-tokens", action="store_true",
+                     help="ask a vLLM-style server for token ids and logprobs (--policy openai), "
+                          "recorded per turn for trainer exports")
     _add_task_options(run)
     run.add_argument("--max-turns", type=_positive_int, default=3, help="turns per episode (default: 3)")
     run.add_argument("--single-step", action="store_true",
@@ -291,6 +294,8 @@ def _make_run_policy(args: argparse.Namespace, tasks: list[Any]) -> Any:
             options["base_url"] = args.base_url
         if args.max_tokens is not None:
             options["max_tokens"] = args.max_tokens
+        if args.return_tokens:
+            options["return_tokens"] = True
         return make_policy("openai", **options)
     if args.base_url or args.max_tokens is not None:
         raise ConfigError(f"--base-url and --max-tokens apply to --policy openai, not {args.policy!r}")

@@ -108,3 +108,21 @@ def test_export_without_token_ids_says_how_to_get_them(tmp_path: Path) -> None:
     trajectory = run_episode(env, ScriptedPolicy([ADD]), task_index=0)
     with pytest.raises(ConfigError, match="return_tokens=True"):
         export_trainer_records([trajectory], tmp_path / "x.jsonl")
+
+
+def test_cli_run_with_return_tokens_gives_an_exportable_run(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from agentenv.cli import main
+    from agentenv.tasks.builtin import builtin_tasks
+    from agentenv.testing import ScriptedModel
+
+    tasks = builtin_tasks()[:2]
+    with ChatServer(ScriptedModel(tasks)) as server:
+        assert main(["run", "--policy", "openai", "--base-url", server.url, "--model", "M",
+                     "--return-tokens", "--limit", "2", "--samples", "2", "--max-turns", "3",
+                     "--out", str(tmp_path / "run"), "--no-progress"]) == 0
+    capsys.readouterr()
+    path = export_trainer_records(tmp_path / "run", packed=True)
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert path.name == "trainer.jsonl" and len(rows) == 4
+    assert all(sum(r["loss_mask"]) == sum(e - s for s, e in r["assistant_spans"]) for r in rows)
