@@ -8,7 +8,8 @@ history, token budget) is :class:`agentenv.envs.conversation.Conversation`.
 
 How an episode ends (``info["stop_reason"]``, also ``env.trajectory.stop_reason``):
 
-- ``"solved"``: every hidden check passed (``terminated``; an absorbing state);
+- ``"solved"``: every hidden check passed, or with ``stop_when="visible"`` every visible one
+  (``terminated``; an absorbing state);
 - ``"max_turns"``: ``max_turns`` submissions were graded (``truncated``);
 - ``"token_budget"``: the next observation, with room for a reply, would not fit in
   ``token_budget`` even with the feedback trimmed (``truncated``). RL code bootstraps values on
@@ -500,14 +501,11 @@ class _MultiTurnLogic:
         solved = stop_on.all_passed
         shown_outcome = classify_outcome(code, shown) if shown.total or not code.strip() else "not_shown"
 
-        def render(turns_left_shown: int) -> str:
-            return self.prompts.feedback(
-                turn=turn, turns_left=turns_left_shown, passed=shown.passed, total=shown.total,
-                failures=shown.failures, solved=solved and shown.all_passed, outcome=shown_outcome,
-                source=self.feedback_from, entry_point=task.entry_point, timed_out=shown.timed_out,
-            )
-
-        feedback = render(0 if solved else turns_left)
+        feedback = self.prompts.feedback(
+            turn=turn, turns_left=0 if solved else turns_left, passed=shown.passed, total=shown.total,
+            failures=shown.failures, solved=solved and shown.all_passed, outcome=shown_outcome,
+            source=self.feedback_from, entry_point=task.entry_point, timed_out=shown.timed_out,
+        )
 
         # Everything that can fail has run: now commit the turn.
         action_tokens = conv.add("assistant", sub.text)
@@ -542,7 +540,7 @@ class _MultiTurnLogic:
         )
         trajectory.turns.append(record)
         conv.end_turn(next_state)
-        stop_reason = self._stop_reason(next_state, record)
+        stop_reason = self._stop_reason(next_state)
         trajectory.stop_reason = stop_reason
         reward = self._paid(score, previous, conv.done)
 
@@ -577,7 +575,7 @@ class _MultiTurnLogic:
             info["exec_seconds"] = hidden.exec_seconds
         return self._observation(), reward, conv.done, info
 
-    def _stop_reason(self, state: ConversationState, record: TurnRecord) -> str | None:
+    def _stop_reason(self, state: ConversationState) -> str | None:
         if self.mode == "single_step":
             return "single_step"  # a bandit episode simply ends: neither solved nor cut short
         return STOP_REASON_OF.get(state)

@@ -28,7 +28,10 @@ BACKENDS = ("local", "ray")
 # Settings that change what an episode is; a resumed run must keep them.
 # (The task set itself is guarded by its hash; base_url may change, e.g. a restarted server.)
 _IDENTITY = ("policy", "model", "mode", "max_turns", "seed", "timeout", "token_budget",
-             "prompts_dir", "feedback_from", "stop_when", "temperature")
+             "prompts_dir", "feedback_from", "temperature")
+# Settings added later: part of the identity only when not at their default, so that runs
+# written before they existed still resume.
+_IDENTITY_IF_SET = {"stop_when": "hidden"}
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,10 @@ class RolloutConfig:
 
     def identity(self) -> dict[str, Any]:
         """The settings that must match for a resumed run to continue this one."""
-        return {k: getattr(self, k) for k in _IDENTITY}
+        identity = {k: getattr(self, k) for k in _IDENTITY}
+        identity.update({k: getattr(self, k) for k, default in _IDENTITY_IF_SET.items()
+                         if getattr(self, k) != default})
+        return identity
 
 
 @dataclass(frozen=True)
