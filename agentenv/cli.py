@@ -559,6 +559,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     modes = {run: report.run_mode(report.load_run(run)) for run in args.runs}
     single = [r for r, m in modes.items() if m == "single_step"]
     multi = [r for r, m in modes.items() if m != "single_step"]
+    if not single:  # two multi-turn runs (or one twice): the first's first turns are the samples
+        single, multi = [args.runs[0]], [args.runs[1]]
     if len(single) != 1 or len(multi) != 1:
         raise ConfigError("revise vs resample needs one single-step run (agentenv run --single-step "
                           f"--samples k) and one multi-turn run; got modes {sorted(modes.values())}")

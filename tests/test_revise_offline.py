@@ -82,3 +82,22 @@ def test_compare_flags_neither_noise_nor_one_task(offline_runs: dict[str, Path])
     other = [t for t in read_trajectories(offline_runs["single"]) if t.task_name == TASKS[0].name]
     result = compare_runs(other, one_task, n_boot=300)
     assert not any(m["difference"]["excludes_zero"] for m in result["overall"].values())
+
+
+def test_a_multi_turn_run_can_be_the_resample_arm_with_identical_prompts(offline_runs: dict[str, Path]) -> None:
+    """Its first turns are the fresh samples: both arms were posed the very same prompts."""
+    same = revise_vs_resample(offline_runs["multi"], offline_runs["multi"], n_boot=500)
+    assert same["single_step"]["from_first_turns"]
+    assert not any("announce one attempt" in w for w in same["warnings"])
+    single = revise_vs_resample(offline_runs["single"], offline_runs["multi"], n_boot=500)
+    assert any("announce one attempt" in w for w in single["warnings"])
+    assert same["revise_minus_1@k"]["low"] < same["revise_minus_1@k"]["high"]
+
+
+def test_report_takes_one_multi_turn_run_twice(offline_runs: dict[str, Path], tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from agentenv.cli import main
+
+    run = str(offline_runs["multi"])
+    assert main(["report", run, run, "--out", str(tmp_path / "r")]) == 0
+    assert "revise - 1@3" in capsys.readouterr().out

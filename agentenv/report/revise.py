@@ -1,8 +1,11 @@
 """Revise or resample? Multi-turn revision against fresh samples at the same budget of k calls.
 
 Inputs: a single-step run with ``n >= k`` samples per task and a multi-turn run with
-``max_turns >= k`` (``k`` defaults to the multi-turn run's ``max_turns``). Per task, then
-overall (the mean over tasks):
+``max_turns >= k`` (``k`` defaults to the multi-turn run's ``max_turns``). The resample arm may
+also be a multi-turn run (the same one, or another with ``n >= k`` samples): its episodes'
+first turns are the fresh samples, so both arms are posed exactly the same prompts (a
+single-step run's prompts announce one attempt, a multi-turn run's ``max_turns``: warned).
+Per task, then overall (the mean over tasks):
 
 - ``pass@1``: the single-step solve rate ``c/n``; ``pass@1 (turn 1)``: the multi-turn run's
   first-turn solve rate (the same quantity under the multi-turn prompts).
@@ -31,6 +34,7 @@ different templates or policies, and tasks without visible checks.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -42,7 +46,7 @@ from agentenv.report.compare import RunLike, resolve_run
 from agentenv.report.runs import by_task, run_mode, run_settings
 from agentenv.report.stats import mean, paired_bootstrap, pass_at_k
 
-__all__ = ["one_at_k", "one_at_k_expected", "revise_vs_resample", "visible_pass"]
+__all__ = ["first_turns", "one_at_k", "one_at_k_expected", "revise_vs_resample", "visible_pass"]
 
 
 def visible_pass(trajectory: Trajectory) -> bool:
@@ -189,6 +193,13 @@ def _task_row(samples: Sequence[Trajectory], episodes: Sequence[Trajectory], k: 
     }
 
 
+def first_turns(trajectories: Sequence[Trajectory]) -> list[Trajectory]:
+    """Multi-turn episodes cut to their first turn, as the fresh samples of the resample arm
+    (a first turn does not depend on anything after it)."""
+    return [dataclasses.replace(t, turns=t.turns[:1], mode="single_step", max_turns=1,
+                                stop_reason="single_step") for t in trajectories]
+
+
 def _check_inputs(single: Sequence[Trajectory], multi: Sequence[Trajectory], k: int | None) -> int:
     mode_single, mode_multi = run_mode(single), run_mode(multi)
     if mode_single == "multi_turn" and mode_multi == "single_step":
@@ -274,6 +285,10 @@ def revise_vs_resample(single_step_run: RunLike, multi_turn_run: RunLike, k: int
     """The revise-vs-resample table at a budget of ``k`` calls (see the module docstring)."""
     path_single, single = resolve_run(single_step_run)
     path_multi, multi = resolve_run(multi_turn_run)
+    resample_from_turns = run_mode(single) == "multi_turn" and run_mode(multi) == "multi_turn"
+    prompt_turns = {t.max_turns for t in single}
+    if resample_from_turns:
+        single = first_turns(single)
     k = _check_inputs(single, multi, k)
     samples, episodes = by_task(single), by_task(multi)
     common = [name for name in samples if name in episodes]
@@ -310,6 +325,10 @@ def revise_vs_resample(single_step_run: RunLike, multi_turn_run: RunLike, k: int
         if settings_single[key] != settings_multi[key]:
             warnings.append(f"the runs differ in {key}: single-step {settings_single[key]}, "
                             f"multi-turn {settings_multi[key]}")
+    if not resample_from_turns and prompt_turns != {t.max_turns for t in multi}:
+        warnings.append("the single-step prompts announce one attempt, the multi-turn prompts "
+                        f"{sorted({t.max_turns for t in multi})}: for identical prompts in both arms "
+                        "pass a multi-turn run as the resample arm (its first turns are the samples)")
     for name in ("system", "task"):  # the arms must pose the same prompts
         ids_single = {t.template_ids.get(name) for t in single}
         ids_multi = {t.template_ids.get(name) for t in multi}
@@ -324,7 +343,7 @@ def revise_vs_resample(single_step_run: RunLike, multi_turn_run: RunLike, k: int
     return {
         "k": k,
         "single_step": {"path": path_single, "episodes": len(single), "tasks": len(samples),
-                        "settings": settings_single},
+                        "settings": settings_single, "from_first_turns": resample_from_turns},
         "multi_turn": {"path": path_multi, "episodes": len(multi), "tasks": len(episodes),
                        "settings": settings_multi},
         "overall": _overall(row_list),
