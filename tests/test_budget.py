@@ -127,3 +127,25 @@ def test_a_budget_without_room_for_a_reply_is_refused() -> None:
     env = MultiTurnCodingEnv(tasks=[ADD], token_budget=60)
     with pytest.raises(ConfigError, match="no room for a reply"):
         env.reset(task_index=0)
+
+
+@pytest.mark.parametrize("budget", [400, 500, 700, 1000, 1500])
+def test_a_reply_that_uses_its_whole_allowance_still_gets_a_next_observation(budget: int) -> None:
+    """While the allowance holds back a reserve (it is less than the room left), that reserve is
+    exactly what the next observation (trimmed if need be) and a minimal reply need: a policy
+    that always writes max_tokens tokens is never cut off there. Once the budget cannot hold
+    another turn, the allowance is all the room left and the episode ends on its budget."""
+    env = MultiTurnCodingEnv(tasks=[ADD], max_turns=4, token_budget=budget)
+    obs = env.reset(task_index=0)
+    done = False
+    while not done:
+        reserved = obs["max_tokens"] < budget - obs["tokens_used"]
+        reply = env.counter.truncate(WRONG + "\n" + "more words here " * 600, obs["max_tokens"])
+        obs, _, done, info = env.step(reply)
+        assert not info["reply_cut"] and info["tokens_used"] <= budget
+        if reserved:
+            assert info["stop_reason"] != "token_budget"
+            if not done:
+                assert obs["max_tokens"] >= MIN_REPLY_TOKENS
+        else:
+            assert done

@@ -407,9 +407,11 @@ class _MultiTurnLogic:
         room = max(0, conv.token_budget - conv.tokens_used)
         turns_after = self.max_turns - conv.turn - 1
         if turns_after > 0:
-            closing = max(0, self.counter.count_message("", "assistant") - self.counter.reply_priming)
-            reserve = (closing + self.counter.count_message("", "user") + self._feedback_floor(turns_after - 1)
-                       + MIN_REPLY_TOKENS)
+            # The reply's own closing and the priming of the next request (together, what the
+            # reply costs as a history message beyond its content), the feedback message at its
+            # shortest, and a minimal reply to it.
+            reserve = (self.counter.count_message("", "assistant") + self.counter.count_message("", "user")
+                       + self._feedback_floor(turns_after - 1) + MIN_REPLY_TOKENS)
             if room - reserve >= MIN_REPLY_TOKENS:
                 return room - reserve
         return room
