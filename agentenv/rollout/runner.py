@@ -307,6 +307,7 @@ async def arun_rollouts(tasks: Sequence[Task], policy: Any, config: RolloutConfi
     }
     summary["errors"] = [e.to_dict() for e in errors]
     if store is not None:
+        store.sort_episodes({s.episode_id: i for i, s in enumerate(specs)})
         store.write_summary(summary)
     log.info("rollout_done", episodes=len(ordered), failed=len(errors), seconds=round(seconds, 3))
     return RolloutResult(trajectories=ordered, summary=summary, errors=errors, skipped=skipped,

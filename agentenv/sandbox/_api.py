@@ -17,7 +17,7 @@ from agentenv.errors import ConfigError, IsolationUnavailable
 from agentenv.grading import judge, plan_checks
 from agentenv.sandbox._isolation import ISOLATION_LEVELS
 from agentenv.sandbox._limits import DEFAULT_LIMITS, Limits
-from agentenv.sandbox._pool import SandboxPool, default_pool
+from agentenv.sandbox._pool import Pool, default_pool
 from agentenv.sandbox._wire import parse_frames
 from agentenv.sandbox.result import RunResult
 from agentenv.tasks.schema import Check
@@ -50,7 +50,7 @@ def run_tests(
     float_tolerance: float | None = None,
     isolation: str | None = None,
     limits: Limits | None = None,
-    pool: SandboxPool | None = None,
+    pool: Pool | None = None,
 ) -> RunResult:
     """Run ``code_str`` against ``checks`` in a sandboxed process; judge on the trusted side.
 
@@ -91,7 +91,7 @@ async def arun_tests(
     float_tolerance: float | None = None,
     isolation: str | None = None,
     limits: Limits | None = None,
-    pool: SandboxPool | None = None,
+    pool: Pool | None = None,
 ) -> RunResult:
     """The asyncio twin of :func:`run_tests`: same arguments, same result, off the event loop."""
     loop = asyncio.get_running_loop()

@@ -49,7 +49,7 @@ from typing import Any
 
 from agentenv.errors import ConfigError, DatasetUnavailable, TaskFormatError
 from agentenv.tasks.filters import normalize_difficulty
-from agentenv.tasks.hub import Row, download_hub_files, local_source, read_rows
+from agentenv.tasks.hub import Row, download_hub_files, local_copy_hint, local_source, read_rows
 from agentenv.tasks.jsonl import STDIO_ENTRY_POINT
 from agentenv.tasks.schema import Check, StdioCase, Task
 
@@ -73,8 +73,8 @@ ENV_VAR = "AGENTENV_LIVECODEBENCH_PATH"
 FLOAT_TOLERANCE = 1e-5
 # Upper bound on one decompressed private-test blob (the largest real ones are far smaller).
 MAX_DECODED_BYTES = 1 << 30
-_HOW_LOCAL = (f"download the test*.jsonl files of {HUB_REPO} and call "
-              f"load_tasks('livecodebench', path='DIR_OR_FILE'), or export {ENV_VAR}=DIR_OR_FILE")
+_HOW_LOCAL = (f"download the test*.jsonl files of {HUB_REPO} and pass "
+              f"{local_copy_hint('livecodebench', 'DIR_OR_FILE')}, or export {ENV_VAR}=DIR_OR_FILE")
 _FILE_RE = re.compile(r"^test(\d*)\.jsonl$")
 
 
