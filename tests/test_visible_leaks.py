@@ -185,3 +185,11 @@ def test_hidden_stop_continues_when_only_the_visible_checks_pass() -> None:
 def test_unknown_stop_condition_is_a_clear_error() -> None:
     with pytest.raises(ConfigError, match="stop_when must be one of hidden, visible"):
         MultiTurnCodingEnv(stop_when="public")
+
+
+def test_rlef_stop_with_full_feedback_shows_hidden_failures_and_stops_on_visible() -> None:
+    env = MultiTurnCodingEnv(tasks=[task_with_hidden_input(918273645)], max_turns=3, stop_when="visible")
+    env.reset(task_index=0)
+    _, reward, done, info = env.step(HOSTILE["half_wrong"])
+    assert done and info["stop_reason"] == "solved" and reward == 0.5
+    assert info["view"] == "hidden" and info["passed"] == 1 and info["total"] == 2
