@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agentenv.envs.multiturn import StepResult, _MultiTurnLogic
+from agentenv.envs.multiturn import EpisodeCore, StepResult
 from agentenv.envs.scoring import Grader
 from agentenv.rewards import RewardFn, dense_reward
 from agentenv.tasks.builtin import builtin_tasks
@@ -33,7 +33,7 @@ __all__ = ["TASKS", "CodingEnv"]
 TASKS: list[Task] = builtin_tasks()
 
 
-class CodingEnv(_MultiTurnLogic):
+class CodingEnv(EpisodeCore):
     """Single-step coding environment: reset() poses a task, step(code) runs the hidden unit
     tests and returns a reward in [0, 1]. There is no state transition: a contextual bandit,
     the shape most RL-from-verifiable-rewards training (e.g. GRPO) uses.

@@ -80,7 +80,7 @@ from agentenv.sandbox.result import RunResult
 from agentenv.tasks.schema import Task
 from agentenv.tokens import TokenCounter, Tokenizer
 
-__all__ = ["FEEDBACK_SOURCES", "STEP_REWARDS", "STOP_CONDITIONS", "EpisodeSnapshot", "Grader",
+__all__ = ["FEEDBACK_SOURCES", "STEP_REWARDS", "STOP_CONDITIONS", "EpisodeCore", "EpisodeSnapshot", "Grader",
            "MultiTurnCodingEnv", "SandboxGrader", "redact_secrets"]
 
 FEEDBACK_SOURCES: tuple[str, ...] = ("all", "visible")
@@ -182,7 +182,7 @@ def _token_record(sub: _Submission) -> dict[str, Any]:
             "logprobs": getattr(sub.action, "logprobs", None)}
 
 
-class _MultiTurnLogic:
+class EpisodeCore:
     """The one episode core: ``MultiTurnCodingEnv`` is it with ``max_turns`` turns, ``CodingEnv``
     its single-step face (one turn). The I/O-free halves of a step are shared by ``step`` and
     ``astep``, which differ only in how they await the grader."""
@@ -602,7 +602,11 @@ class _MultiTurnLogic:
             raise
 
 
-class MultiTurnCodingEnv(_MultiTurnLogic):
+# The core's earlier private name, for code written against it.
+_MultiTurnLogic = EpisodeCore
+
+
+class MultiTurnCodingEnv(EpisodeCore):
     """Revise-on-failure coding environment: ``done`` once the hidden tests pass or turns/tokens run out.
 
     The walk-through's loop works as written::
