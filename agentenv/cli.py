@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import difflib
 import json
 import math
@@ -38,8 +39,10 @@ from typing import Any, NoReturn
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from agentenv.errors import AgentEnvError, ConfigError
+from agentenv.untrusted import printable
 
 __all__ = ["build_parser", "main"]
 
@@ -150,6 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-retries", type=int, default=None,
                      help="retries of a failed model request for --policy openai (default: 3)")
     run.add_argument("--stream", action="store_true", help="stream answers (--policy openai)")
+    run.add_argument("--return-tokens", action="store_true",
+                     help="ask a vLLM-style server for token ids and logprobs (--policy openai), "
+                          "recorded per turn for trainer exports")
     _add_task_options(run)
     run.add_argument("--max-turns", type=_positive_int, default=3, help="turns per episode (default: 3)")
     run.add_argument("--single-step", action="store_true",
@@ -167,6 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
                                                          "system.j2 / task.j2 / feedback.j2")
     run.add_argument("--feedback-from", choices=("all", "visible"), default="all",
                      help="which failing checks the feedback shows (default: all)")
+    run.add_argument("--repair-tree", type=_tree_shape, default=None, metavar="N,M",
+                     help="repair trees: N first programs per task, M repairs from each failing "
+                          "one (the shared first turn is generated once); --max-turns 2 is one repair")
+    run.add_argument("--stop-when", choices=("hidden", "visible"), default="hidden",
+                     help="which checks end an episode when they pass; the reward always comes "
+                          "from the hidden ones (default: hidden)")
     run.add_argument("--timeout", type=_nonneg_float, default=5.0,
                      help="sandbox seconds per submission (default: 5)")
     run.add_argument("--out", default=None,
@@ -244,7 +256,8 @@ def _plural(n: int, noun: str) -> str:
 
 _OPENAI_ONLY = (("--model", "model"), ("--base-url", "base_url"), ("--temperature", "temperature"),
                 ("--max-tokens", "max_tokens"), ("--policy-timeout", "policy_timeout"),
-                ("--max-retries", "max_retries"), ("--stream", "stream"))
+                ("--max-retries", "max_retries"), ("--stream", "stream"),
+                ("--return-tokens", "return_tokens"))
 
 
 def _loader_option(text: str) -> tuple[str, Any]:
@@ -328,6 +341,8 @@ def _make_run_policy(args: argparse.Namespace, tasks: list[Any]) -> Any:
                 options[key] = getattr(args, flag)
         if args.stream:
             options["stream"] = True
+        if args.return_tokens:
+            options["return_tokens"] = True
         policy = make_policy("openai", **options)
         policy.preflight()  # one cheap request: a wrong URL or model fails here, in one line
         return policy
@@ -422,10 +437,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         base_url=args.base_url, mode=mode, max_turns=1 if args.single_step else args.max_turns,
         samples=args.samples, seed=args.seed, concurrency=args.concurrency, timeout=args.timeout,
         token_budget=args.token_budget, prompts_dir=args.prompts_dir,
-        feedback_from=args.feedback_from, backend=args.backend, address=args.address,
+        feedback_from=args.feedback_from, stop_when=args.stop_when, backend=args.backend,
+        address=args.address,
     )
     out = Path(args.out) if args.out else _default_out()
     _writable_dir(out)
+    if args.repair_tree is not None:
+        return _run_repair_trees(args, tasks, policy, config, out)
     err = _stderr()
     quiet = args.quiet
     turns = "single-step" if args.single_step else f"multi-turn, {args.max_turns} turns"
@@ -495,6 +513,31 @@ def _cmd_run(args: argparse.Namespace) -> int:
         err.print(f"{len(result.errors)} episode(s) failed (first: {result.errors[0].episode_id}: "
                   f"{result.errors[0].error}); run the same command again to retry them")
         return EXIT_FAILURES
+    return EXIT_OK
+
+
+def _tree_shape(text: str) -> tuple[int, int]:
+    try:
+        initial, repairs = (int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected N,M (e.g. 5,2), got {text!r}") from None
+    if initial < 1 or repairs < 1:
+        raise argparse.ArgumentTypeError(f"N and M must be >= 1, got {text!r}")
+    return initial, repairs
+
+
+def _run_repair_trees(args: argparse.Namespace, tasks: Any, policy: Any, config: Any, out: Path) -> int:
+    from agentenv.rollout.tree import run_repair_trees
+
+    initial, repairs = args.repair_tree
+    _stderr().print(f"agentenv run: repair trees {initial},{repairs} over {len(tasks)} tasks, "
+                    f"{args.policy} policy, {args.max_turns} turns -> {out}")
+    result = run_repair_trees(tasks, policy, config, out, initial=initial, repairs=repairs)
+    tree = result.summary["tree"]
+    _stdout().print(_summary_table(result.summary, f"{args.policy} on {args.tasks} (repair trees)"))
+    _stdout().print(f"{tree['roots']} roots, {tree['failed_roots']} failed and branched {repairs} ways; "
+                    f"{tree['policy_calls']} policy calls ({tree['calls_saved_by_sharing']} saved by "
+                    f"sharing first turns); wrote {out / 'trajectories.jsonl'}")
     return EXIT_OK
 
 
@@ -655,8 +698,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
         table = Table(title="failures", title_justify="left")
         for column in ("#", "kind", "check", "message"):
             table.add_column(column)
-        for row in _failure_rows(result.failures):
-            table.add_row(*row)
+        for row in _failure_rows(result.failures):  # candidate text is data: escaped
+            table.add_row(*(Text(printable(cell)) for cell in row))
         out.print(table)
     return EXIT_OK if result.all_passed else EXIT_FAILURES
 
@@ -677,6 +720,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     modes = {run: report.run_mode(report.load_run(run)) for run in args.runs}
     single = [r for r, m in modes.items() if m == "single_step"]
     multi = [r for r, m in modes.items() if m != "single_step"]
+    if not single:  # two multi-turn runs (or one twice): the first's first turns are the samples
+        single, multi = [args.runs[0]], [args.runs[1]]
     if len(single) != 1 or len(multi) != 1:
         raise ConfigError("revise vs resample needs one single-step run (agentenv run --single-step "
                           f"--samples k) and one multi-turn run; got modes {sorted(modes.values())}")
@@ -732,8 +777,19 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return EXIT_USAGE
 
 
+def _tolerant_output() -> None:
+    """Task and candidate text may hold characters the terminal cannot encode (a lone
+    surrogate): show them as escapes instead of failing."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if callable(reconfigure):
+            with contextlib.suppress(ValueError, OSError):  # a stream that cannot change: leave it
+                reconfigure(errors="backslashreplace")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``agentenv`` command line; returns the exit code."""
+    _tolerant_output()
     parser = build_parser()
     try:
         args = parser.parse_args(list(argv) if argv is not None else None)

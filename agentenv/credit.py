@@ -7,6 +7,9 @@ What it owns (the records themselves, ``TurnRecord`` and ``Trajectory``, live in
 - ``turn_returns(trajectory, scheme, gamma)``: the return from each turn, ``G_t = Σ_k γ^(k-t) r_k``;
 - ``group_advantages(trajectories, ...)``: GRPO-style advantages, each episode's return minus
   the mean of its group (episodes of the same task), divided by the group's standard deviation;
+  with ``scale_rewards="group"|"batch"|"none"`` exactly TRL's ``GRPOTrainer`` formula
+  (Bessel-corrected std, ``+ 1e-4``), and with ``baseline="loo"`` leave-one-out (RLOO)
+  baselines;
 - ``turn_advantages(trajectories, ...)``: the per-turn (process-supervision) variant;
 - ``credit_rows(trajectories, ...)``: one JSON-ready row per turn with every scheme's return and
   advantage, what trainers read next to ``trajectories.jsonl``.
@@ -22,6 +25,14 @@ The schemes (``T`` turns, ``R_t`` the dense reward of turn ``t``, ``R_0 = 0``):
   episode improved from where turn ``t`` started.
 - ``"discounted"``: every turn's dense reward counts, discounted: ``G_t = Σ_{k≥t} γ^(k−t) R_k``.
 
+The environments' ``step_reward`` options have the same definitions under their own names
+(accepted here as aliases, with ``γ = 1`` the env's summed return): ``"delta"`` (the default,
+= ``"improvement"``), ``"final"`` (= ``"final_only"``) and ``"absolute"`` (= ``"discounted"``).
+An episode's return (:func:`episode_return`) is the return from its first turn under every
+scheme, ``Σ_t γ^(t−1) r_t``: the final score for ``delta``/``final`` (γ = 1), the sum of every
+turn's score for ``absolute``/``per_turn``, which pays an agent for stalling (three turns at 0.5
+earn 1.5, one solving turn 1.0): never the default.
+
 Not here: value functions or GAE (they need a critic), and any training loop.
 """
 
@@ -35,7 +46,11 @@ from agentenv.errors import ConfigError
 from agentenv.records import Trajectory, TurnRecord
 
 __all__ = [
+    "ALIASES",
+    "BASELINES",
+    "SCALE_REWARDS",
     "SCHEMES",
+    "TRL_EPSILON",
     "Trajectory",
     "TurnRecord",
     "credit_rows",
@@ -49,18 +64,27 @@ __all__ = [
 ]
 
 SCHEMES: tuple[str, ...] = ("final_only", "per_turn", "improvement", "discounted")
+# The environments' step_reward names for the same definitions.
+ALIASES: Mapping[str, str] = {"delta": "improvement", "final": "final_only", "absolute": "discounted"}
+SCALE_REWARDS: tuple[str, ...] = ("group", "batch", "none")
+BASELINES: tuple[str, ...] = ("mean", "loo")
+TRL_EPSILON = 1e-4  # what TRL's GRPOTrainer adds to the std before dividing
 
 
-def _check(scheme: str, gamma: float) -> None:
+def _check(scheme: str, gamma: float) -> str:
+    """The canonical scheme name (aliases resolved); ConfigError for a bad scheme or gamma."""
+    scheme = ALIASES.get(scheme, scheme)
     if scheme not in SCHEMES:
-        raise ConfigError(f"unknown credit scheme {scheme!r}; use one of {', '.join(SCHEMES)}")
+        raise ConfigError(f"unknown credit scheme {scheme!r}; use one of "
+                          f"{', '.join((*SCHEMES, *ALIASES))}")
     if not (isinstance(gamma, (int, float)) and 0.0 <= gamma <= 1.0):
         raise ConfigError(f"gamma must be a number in [0, 1], got {gamma!r}")
+    return scheme
 
 
 def turn_rewards(trajectory: Trajectory, scheme: str = "final_only", gamma: float = 1.0) -> list[float]:
     """The reward each turn receives under ``scheme`` (see the module docstring)."""
-    _check(scheme, gamma)
+    scheme = _check(scheme, gamma)
     dense = [t.reward for t in trajectory.turns]
     if not dense:
         return []
@@ -75,7 +99,7 @@ def turn_rewards(trajectory: Trajectory, scheme: str = "final_only", gamma: floa
 def turn_returns(trajectory: Trajectory, scheme: str = "final_only", gamma: float = 1.0) -> list[float]:
     """The return from each turn under ``scheme``: discounted reward-to-go, or the turn's own reward."""
     rewards = turn_rewards(trajectory, scheme, gamma)
-    if scheme == "per_turn":
+    if ALIASES.get(scheme, scheme) == "per_turn":
         return rewards
     returns = [0.0] * len(rewards)
     running = 0.0
@@ -86,15 +110,17 @@ def turn_returns(trajectory: Trajectory, scheme: str = "final_only", gamma: floa
 
 
 def episode_return(trajectory: Trajectory, scheme: str = "final_only", gamma: float = 1.0) -> float:
-    """The return from the first turn (0.0 for an episode with no turns).
+    """The return from the first turn, ``Σ_t γ^(t−1) r_t`` (0.0 for an episode with no turns).
 
-    ``per_turn`` has no episode-level return of its own; its mean turn reward is used.
+    With ``γ = 1`` it is what the environment's summed step rewards are under the same
+    definition: the final score for ``final_only``/``improvement`` (``final``/``delta``), the sum
+    of the turn scores for ``per_turn``/``discounted`` (``absolute``).
     """
-    if scheme == "per_turn":
-        rewards = turn_rewards(trajectory, scheme, gamma)
-        return sum(rewards) / len(rewards) if rewards else 0.0
-    returns = turn_returns(trajectory, scheme, gamma)
-    return returns[0] if returns else 0.0
+    rewards = turn_rewards(trajectory, scheme, gamma)
+    total = 0.0
+    for r in reversed(rewards):
+        total = r + gamma * total
+    return total
 
 
 def _group_key(trajectory: Trajectory) -> str:
@@ -128,22 +154,71 @@ def _check_scale(scale: str) -> None:
         raise ConfigError(f"scale must be 'std' (GRPO) or 'none' (mean-centred only), got {scale!r}")
 
 
+def _trl_normalise(values: Sequence[float], groups: Sequence[Sequence[int]], scale_rewards: str,
+                   baseline: str, eps: float) -> list[float]:
+    """TRL's GRPO advantages over ``values`` (``groups``: positions of each group).
+
+    ``A_i = (r_i − b_i) / (σ + eps)``: ``b_i`` the group mean (or, ``baseline="loo"``, the mean
+    of the *other* members), ``σ`` the Bessel-corrected std of the group (``"group"``) or of every
+    value (``"batch"``), no division for ``"none"``. A std over one value is taken as 0 (TRL
+    does the same for groups of one); a group of one has no leave-one-out baseline: advantage 0.
+    """
+    def stdev(xs: Sequence[float]) -> float:
+        if len(xs) < 2:
+            return 0.0
+        m = math.fsum(xs) / len(xs)
+        return math.sqrt(math.fsum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+
+    out = [0.0] * len(values)
+    batch_std = stdev(values)
+    for positions in groups:
+        group = [values[p] for p in positions]
+        n, total = len(group), math.fsum(group)
+        std = stdev(group) if scale_rewards == "group" else batch_std
+        for p, r in zip(positions, group, strict=True):
+            if baseline == "loo":
+                advantage = r - (total - r) / (n - 1) if n > 1 else 0.0
+            else:
+                advantage = r - total / n
+            out[p] = advantage if scale_rewards == "none" else advantage / (std + eps)
+    return out
+
+
+def _check_trl(scale_rewards: str | None, baseline: str) -> None:
+    if scale_rewards is not None and scale_rewards not in SCALE_REWARDS:
+        raise ConfigError(f"scale_rewards must be one of {', '.join(SCALE_REWARDS)} (TRL's), "
+                          f"got {scale_rewards!r}")
+    if baseline not in BASELINES:
+        raise ConfigError(f"baseline must be 'mean' (GRPO) or 'loo' (leave-one-out, RLOO), got {baseline!r}")
+    if baseline == "loo" and scale_rewards is None:
+        raise ConfigError("baseline='loo' goes with scale_rewards='group', 'batch' or 'none'")
+
+
 def group_advantages(trajectories: Sequence[Trajectory], *, scheme: str = "final_only",
-                     gamma: float = 1.0, scale: str = "std", eps: float = 1e-6,
-                     key: Callable[[Trajectory], Any] = _group_key) -> list[float]:
+                     gamma: float = 1.0, scale: str = "std", eps: float | None = None,
+                     key: Callable[[Trajectory], Any] = _group_key, scale_rewards: str | None = None,
+                     baseline: str = "mean") -> list[float]:
     """One advantage per trajectory, in input order, normalised within its group.
 
-    ``A_i = (G_i − mean_group G) / (std_group G + eps)`` where ``G_i`` is the episode's return
-    under ``scheme``. A group of one, or a group whose returns are all equal, gets zeros. Each
-    group's advantages sum to (about) zero.
+    By default ``A_i = (G_i − mean_group G) / (std_group G + eps)`` with the population std and
+    ``eps = 1e-6``, ``G_i`` the episode's return under ``scheme``; a group of one, or a group
+    whose returns are all equal, gets zeros. With ``scale_rewards`` ("group", "batch" or
+    "none") the advantages are exactly TRL's ``GRPOTrainer``'s (Bessel-corrected std, ``eps``
+    1e-4 unless given), and ``baseline="loo"`` swaps the group mean for each episode's
+    leave-one-out mean (RLOO).
     """
     _check(scheme, gamma)
     _check_scale(scale)
+    _check_trl(scale_rewards, baseline)
     returns = [episode_return(t, scheme, gamma) for t in trajectories]
+    groups = list(group_by_task(trajectories, key).values())
+    if scale_rewards is not None:
+        return _trl_normalise(returns, groups, scale_rewards, baseline,
+                              TRL_EPSILON if eps is None else eps)
     advantages = [0.0] * len(trajectories)
-    for positions in group_by_task(trajectories, key).values():
-        for pos, value in zip(positions, _normalise([returns[p] for p in positions], scale, eps),
-                              strict=True):
+    for positions in groups:
+        for pos, value in zip(positions, _normalise([returns[p] for p in positions], scale,
+                                                    1e-6 if eps is None else eps), strict=True):
             advantages[pos] = value
     return advantages
 

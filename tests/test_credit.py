@@ -158,7 +158,7 @@ def test_unknown_scheme_or_bad_gamma_is_a_config_error() -> None:
     """A misspelt scheme or a gamma outside [0, 1] is refused with the valid choices."""
     traj = trajectory([0.5])
     with pytest.raises(ConfigError, match="final_only"):
-        turn_returns(traj, "final")
+        turn_returns(traj, "finall")
     with pytest.raises(ConfigError, match="gamma"):
         turn_returns(traj, "discounted", gamma=1.5)
     with pytest.raises(ConfigError, match="scale"):

@@ -269,7 +269,7 @@ def test_multiturn_revises_after_feedback_and_terminates_when_solved() -> None:
     assert info["messages"][-2] == {"role": "assistant", "content": WRONG_NEG}
     assert info["messages"][-1] == {"role": "user", "content": obs["feedback"]}
     obs, reward, terminated, truncated, info = env.step(SOLUTIONS["negate"])
-    assert (reward, terminated, truncated) == (1.0, True, False)
+    assert (reward, terminated, truncated) == (pytest.approx(2 / 3), True, False)  # the delta: 1/3 -> 1
     assert info["stop_reason"] == "solved" and (obs["turn"], obs["turns_left"]) == (2, 0)
     assert obs in env.observation_space
 

@@ -102,7 +102,7 @@ def test_scripted_policy_revises_through_a_multi_turn_episode() -> None:
     while not done:
         obs, reward, done, info = env.step(policy(obs))
         rewards.append(reward)
-    assert rewards[0] < 1.0 and rewards[-1] == 1.0
+    assert rewards[0] < 1.0 and sum(rewards) == pytest.approx(1.0)  # deltas sum to the final score
     assert len(rewards) == 3 and info["stop_reason"] == "solved"
 
 

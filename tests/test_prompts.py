@@ -78,7 +78,7 @@ def test_feedback_lists_failures_and_attempts_left() -> None:
     text = Prompts().feedback(turn=1, turns_left=2, passed=3, total=5,
                               failures=[failure(1), failure(2, "expected 3, got 4")])
     assert "passed 3 of 5 tests" in text
-    assert "`assert add(2, 1) == 3`" in text and "assertion: expected 3, got 4" in text
+    assert "`assert add(2, 1) == 3` (assertion):\n  | expected 3, got 4" in text
     assert "2 attempts left" in text
 
 

@@ -175,11 +175,11 @@ def test_a_run_writes_one_line_per_episode_with_the_required_fields(tmp_path: Pa
 
 def test_the_summary_has_pass_at_1_solve_rate_reward_turns_tokens_and_difficulty_rows(tmp_path: Path) -> None:
     """summary.json carries the headline numbers and one row per difficulty."""
-    run_rollouts(TASKS, ScriptedPolicy(TASKS), RolloutConfig(max_turns=3), tmp_path)
+    run_rollouts(TASKS, ScriptedPolicy(TASKS, sample=False), RolloutConfig(max_turns=3), tmp_path)
     summary = json.loads((tmp_path / "summary.json").read_text())
     for key in ("pass@1", "solve_rate", "mean_reward", "mean_turns", "tokens", "per_difficulty"):
         assert key in summary
-    # The scripted policy's first attempts are buggy and its references correct: it revises.
+    # Unsampled, the scripted policy's first attempts are buggy and its references correct: it revises.
     assert summary["pass@1"] == 0.0 and summary["solve_rate"] == 1.0
     assert summary["tokens"]["total"] > 0
     assert {r["difficulty"] for r in summary["per_difficulty"]} == {t.difficulty for t in TASKS}
@@ -192,6 +192,19 @@ def test_single_step_mode_runs_coding_env_episodes(tmp_path: Path) -> None:
                           tmp_path)
     assert all(t.mode == "single_step" and len(t.turns) == 1 for t in result.trajectories)
     assert result.summary["mean_turns"] == 1.0
+
+
+def test_scripted_samples_differ_across_episode_seeds_and_repeat_for_the_same_seed(tmp_path: Path) -> None:
+    """Each episode has its own seed, so resampling a task offline gives different answers;
+    the same run seed gives the same answers again."""
+    config = RolloutConfig(mode="single_step", samples=8, seed=3)
+    first = run_rollouts(TASKS, ScriptedPolicy(TASKS), config, tmp_path / "a").trajectories
+    again = run_rollouts(TASKS, ScriptedPolicy(TASKS), config, tmp_path / "b").trajectories
+    assert [t.turns[0].code_hash for t in first] == [t.turns[0].code_hash for t in again]
+    for task in TASKS:
+        hashes = {t.turns[0].code_hash for t in first if t.task_name == task.name}
+        assert len(hashes) > 1, task.name
+    assert 0 < sum(t.turns[0].outcome == "pass" for t in first) < len(first)
 
 
 def test_rerunning_into_the_same_directory_skips_finished_episodes(tmp_path: Path) -> None:

@@ -7,7 +7,9 @@ What it owns:
   a state that does not allow it (each says what to do instead).
 - ``Conversation``: the current state, the message history in OpenAI chat format, the turn
   counter and the token count. Every message is counted once, when it is added, so a step costs
-  the tokens it adds and never re-counts the history. Every transition is logged as a structured
+  the tokens it adds and never re-counts the history. ``tokens_used`` is what the API counts:
+  awaiting a submission, the next request's ``prompt_tokens`` (every message, and the tokens
+  that prime the reply); after a reply, that request's prompt plus completion tokens. Every transition is logged as a structured
   event (``event="transition"``, ``from_state``, ``to_state``, ``turn``, ``tokens``).
 
 It does no I/O besides logging and knows nothing of tasks, sandboxes or rewards:
@@ -30,7 +32,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal
 
 from agentenv.errors import ConfigError, EnvStateError
 from agentenv.log import get_logger
@@ -101,8 +103,9 @@ ILLEGAL_CALLS: Mapping[tuple[str, ConversationState], str] = MappingProxyType({
 class Conversation:
     """State, history, turn counter and token count of one episode at a time.
 
-    ``token_budget`` caps ``tokens_used`` (all messages, counted with ``counter``); None means
-    no cap. Counters only grow within an episode; ``start`` begins the next one.
+    ``token_budget`` caps ``tokens_used`` (all messages, counted with ``counter`` as the API
+    counts a chat); None means no cap. Counters only grow within an episode; ``start`` begins
+    the next one.
     """
 
     def __init__(self, counter: TokenCounter, token_budget: int | None = None) -> None:
@@ -113,9 +116,10 @@ class Conversation:
         self._state = ConversationState.IDLE
         self._messages: list[dict[str, str]] = []
         self._tokens_used = 0
+        self._history = 0  # every message's full cost (delimiters, role, content)
         self._turn = 0
         self._episodes = 0
-        self._checkpoint = (0, 0)
+        self._checkpoint = (0, 0, 0)
         self._log = get_logger(__name__)
 
     # -- reading ------------------------------------------------------------------------------
@@ -185,14 +189,16 @@ class Conversation:
         Raises ConfigError if they alone exceed the budget (no turn could ever be played).
         """
         self.require("reset")
-        counts = [self.counter.count_message(content) for _, content in messages]
-        total = sum(counts)
-        if self.token_budget is not None and total > self.token_budget:
+        history = sum(self.counter.count_message(content, role) for role, content in messages)
+        total = history + self.counter.reply_priming
+        if self.token_budget is not None and total >= self.token_budget:
             raise ConfigError(
-                f"token_budget={self.token_budget} is smaller than the first observation "
-                f"({total} tokens by {self.counter.name}); raise the budget or shorten the prompt"
+                f"token_budget={self.token_budget} leaves no room for a reply after the first "
+                f"observation ({total} tokens by {self.counter.name}); raise the budget or "
+                "shorten the prompt"
             )
         self._messages = [{"role": role, "content": content} for role, content in messages]
+        self._history = history
         self._tokens_used = total
         self._turn = 0
         self._episodes += 1
@@ -202,32 +208,63 @@ class Conversation:
     def begin_turn(self) -> None:
         """A submission arrived: move to GRADING (raises the ILLEGAL_CALLS message otherwise)."""
         self.require("step")
-        self._checkpoint = (len(self._messages), self._tokens_used)
+        self._checkpoint = (len(self._messages), self._tokens_used, self._history)
         self._move(ConversationState.GRADING)
 
     def abort_turn(self) -> None:
         """Grading failed (an infrastructure fault, a cancelled await): undo the turn's messages
         so that it may be retried."""
         if self._state is ConversationState.GRADING:
-            length, tokens = self._checkpoint
+            length, tokens, history = self._checkpoint
             del self._messages[length:]
-            self._tokens_used = tokens
+            self._tokens_used, self._history = tokens, history
             self._move(ConversationState.AWAITING_SUBMISSION)
 
     def add(self, role: Role, content: str) -> int:
-        """Append one message during a turn; return the tokens it added."""
+        """Append one message during a turn; return the tokens it added to ``tokens_used``.
+
+        A reply (``"assistant"``) fills the slot the last request primed: it adds its content
+        tokens, the API's ``completion_tokens``. Any other message makes the next request.
+        """
         if self._state is not ConversationState.GRADING:
             raise EnvStateError(f"messages are added while grading a turn, not in state {self._state.name}")
-        tokens = self.counter.count_message(content)
+        before = self._tokens_used
+        cost = self.counter.count_message(content, role)  # the content is encoded once
+        if role == "assistant":
+            content_tokens = cost - self.counter.count_message("", role)
+            self._tokens_used = self._history + self.counter.reply_priming + content_tokens
+        self._history += cost
+        if role != "assistant":
+            self._tokens_used = self._history + self.counter.reply_priming
         self._messages.append({"role": role, "content": content})
-        self._tokens_used += tokens
-        return tokens
+        return self._tokens_used - before
 
-    def room_for_message(self) -> int | None:
-        """Content tokens a next message may have and still fit the budget (None: unlimited)."""
+    def room_for_message(self, role: Role = "user", *, keep: int = 0) -> int | None:
+        """Content tokens a next ``role`` message may have so that the request it makes still
+        leaves ``keep`` tokens for a reply under the budget (None: unlimited)."""
         if self.token_budget is None:
             return None
-        return self.token_budget - self._tokens_used - self.counter.per_message
+        return (self.token_budget - keep - self._history - self.counter.count_message("", role)
+                - self.counter.reply_priming)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The conversation between turns as JSON-shaped data (for :meth:`restore`)."""
+        if self._state is not ConversationState.AWAITING_SUBMISSION:
+            raise EnvStateError(f"a conversation is snapshotted between turns (awaiting a "
+                                f"submission), not in state {self._state.name}; step or reset first")
+        return {"messages": self.messages(), "tokens_used": self._tokens_used,
+                "history": self._history, "turn": self._turn}
+
+    def restore(self, snapshot: Mapping[str, Any]) -> None:
+        """Continue from a :meth:`snapshot`: the same messages, counts and turn, awaiting the next
+        submission. Counts as a new episode (a branch); nothing is re-counted."""
+        self.require("reset")
+        self._messages = [{"role": str(m["role"]), "content": str(m["content"])} for m in snapshot["messages"]]
+        self._tokens_used = int(snapshot["tokens_used"])
+        self._history = int(snapshot["history"])
+        self._turn = int(snapshot["turn"])
+        self._episodes += 1
+        self._move(ConversationState.AWAITING_SUBMISSION)
 
     def end_turn(self, to_state: ConversationState) -> None:
         """Finish grading a turn: continue (AWAITING_SUBMISSION) or end in a terminal state."""

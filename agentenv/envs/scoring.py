@@ -1,10 +1,21 @@
-"""Scoring one submission for an environment: hidden and visible checks in one sandbox run.
+"""Scoring one submission for an environment: hidden and visible checks, together or apart.
 
-Both environments need the same thing per step: the hidden checks' result (reward and
-termination) and, when the task has visible checks, their result too (feedback, and picking a
-candidate by visible tests). Running them as one sandbox call costs one process, not two; the
-checks shared by both lists run once. ``score``/``ascore`` are the sync and async twins;
-``Grader`` is the seam both environments grade through (``SandboxGrader`` by default).
+Every step needs the hidden checks' result (reward, and termination by default) and, when the
+task has visible checks, their result too (feedback, the RLEF stop, picking a candidate by
+visible tests). Two ways to get them:
+
+- together (``score``/``ascore``): one sandbox run over both lists, split afterwards. One
+  process, not two, and the checks shared by both lists run once. But the candidate runs the
+  hidden inputs in the same process, before the visible ones: whatever it does there (exit
+  with a status computed from a hidden input, hang, print) shows in the visible results. Fit
+  for feedback that shows everything anyway.
+- apart (``score_apart``/``ascore_apart``): the visible checks in a sandbox run of their own,
+  in which the candidate never sees a hidden input. Nothing in the visible result depends on
+  the hidden checks; what the policy is shown under ``feedback_from="visible"`` comes from it.
+
+``Grader`` is the seam both environments grade through (``SandboxGrader`` by default); the
+apart helpers grade through any grader, as two tasks: the hidden checks alone and the visible
+checks alone.
 """
 
 from __future__ import annotations
@@ -17,7 +28,8 @@ from agentenv.sandbox import RunResult, arun_tests, run_tests
 from agentenv.sandbox.result import Failure
 from agentenv.tasks.schema import Check, Task
 
-__all__ = ["Grader", "SandboxGrader", "Scored", "ascore", "empty_result", "score"]
+__all__ = ["Grader", "SandboxGrader", "Scored", "ascore", "ascore_apart", "empty_result", "score",
+           "score_apart", "split_task"]
 
 
 @dataclass(frozen=True)
@@ -121,3 +133,33 @@ class SandboxGrader:
 
     async def ascore(self, task: Task, code: str, *, timeout: float) -> Scored:
         return await ascore(task, code, timeout=timeout, isolation=self.isolation)
+
+
+def split_task(task: Task) -> tuple[Task, Task | None]:
+    """The task with its hidden checks only, and a task whose checks are its visible ones
+    (None when it has none): what :func:`score_apart` grades as two separate runs."""
+    hidden = replace(task, visible_checks=()) if task.visible_checks else task
+    visible = replace(task, checks=task.visible_checks, visible_checks=()) if task.visible_checks else None
+    return hidden, visible
+
+
+def score_apart(grader: Grader, task: Task, code: str, *, timeout: float,
+                parts: tuple[Task, Task | None] | None = None) -> Scored:
+    """Hidden and visible checks in separate runs of ``grader`` (``parts``: a cached
+    :func:`split_task`), so that the visible result cannot depend on the hidden checks."""
+    hidden_task, visible_task = parts if parts is not None else split_task(task)
+    # The visible run goes first: nothing the candidate does on this step's hidden inputs can
+    # have happened yet, even in a sandbox that kept state between runs.
+    visible = grader.score(visible_task, code, timeout=timeout).hidden if visible_task is not None else None
+    hidden = grader.score(hidden_task, code, timeout=timeout).hidden
+    return Scored(hidden=hidden, visible=visible)
+
+
+async def ascore_apart(grader: Grader, task: Task, code: str, *, timeout: float,
+                       parts: tuple[Task, Task | None] | None = None) -> Scored:
+    """Async twin of :func:`score_apart` (the same order: visible run, then hidden run)."""
+    hidden_task, visible_task = parts if parts is not None else split_task(task)
+    visible = (await grader.ascore(visible_task, code, timeout=timeout)).hidden \
+        if visible_task is not None else None
+    hidden = (await grader.ascore(hidden_task, code, timeout=timeout)).hidden
+    return Scored(hidden=hidden, visible=visible)

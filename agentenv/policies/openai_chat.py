@@ -136,6 +136,37 @@ class _Stream:
         return Completion("".join(self.parts), usage=self.usage, finish_reason=self.finish_reason)
 
 
+def _field(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+
+
+def _ints(value: Any) -> list[int] | None:
+    if isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return list(value)
+    return None
+
+
+def _token_fields(response: Any, choice: Any) -> dict[str, Any]:
+    """Token ids and logprobs from a vLLM-style answer (``prompt_token_ids`` on the response or
+    the choice, ``token_ids`` and ``logprobs.content[].logprob`` on the choice); {} without them."""
+    prompt = _ints(_field(response, "prompt_token_ids")) or _ints(_field(choice, "prompt_token_ids"))
+    completion = _ints(_field(choice, "token_ids"))
+    content = _field(_field(choice, "logprobs"), "content") if _field(choice, "logprobs") is not None else None
+    logprobs = None
+    if isinstance(content, (list, tuple)):
+        values = [_field(item, "logprob") for item in content]
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            logprobs = [float(v) for v in values]
+    out: dict[str, Any] = {}
+    if prompt is not None:
+        out["prompt_token_ids"] = prompt
+    if completion is not None:
+        out["token_ids"] = completion
+    if logprobs is not None:
+        out["logprobs"] = logprobs
+    return out
+
+
 class OpenAIPolicy:
     """A chat model behind an OpenAI-compatible endpoint, as a policy (sync and async).
 
@@ -147,6 +178,10 @@ class OpenAIPolicy:
     off). ``extra_body`` is merged into every request (for server-specific options).
     ``stream`` asks for streamed answers. ``transport`` picks the async client (see the module
     docstring).
+    An observation's ``max_tokens`` (the env's allowance under its token budget) caps the
+    request's ``max_tokens``; its ``seed`` (per sample) is sent as ``seed`` unless one was given.
+    ``return_tokens=True`` asks a vLLM-style server for the prompt and completion token ids and
+    the logprobs; the Completion carries them into the turn record (for trainer exports).
     """
 
     name = "openai"
@@ -157,7 +192,7 @@ class OpenAIPolicy:
                  backoff: float = 1.0, max_backoff: float = 30.0, breaker_threshold: int = 8,
                  breaker_seconds: float = 2.0, system_prompt: str = DEFAULT_SYSTEM_PROMPT,
                  extra_body: Mapping[str, Any] | None = None, stream: bool = False,
-                 transport: str = "auto") -> None:
+                 transport: str = "auto", return_tokens: bool = False) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ConfigError("OpenAIPolicy needs a model id, e.g. OpenAIPolicy('gpt-4o')")
         if max_retries < 0 or backoff < 0 or max_backoff < 0 or not timeout > 0:
@@ -192,6 +227,7 @@ class OpenAIPolicy:
         self.system_prompt = system_prompt
         self.extra_body = dict(extra_body or {})
         self.stream = stream
+        self.return_tokens = return_tokens
         self._init_clients()
 
     def _init_clients(self) -> None:
@@ -232,16 +268,26 @@ class OpenAIPolicy:
         """The keyword arguments of one SDK chat-completions call for this observation."""
         kwargs: dict[str, Any] = {"model": self.model, "messages": build_messages(obs, self.system_prompt),
                                   "temperature": self.temperature}
-        if self.max_tokens is not None:
-            kwargs["max_tokens"] = self.max_tokens
+        # The observation's allowance under the env's token budget, and its per-sample seed.
+        limit, seed = obs.get("max_tokens"), obs.get("seed")
+        max_tokens = self.max_tokens
+        if isinstance(limit, int) and not isinstance(limit, bool):
+            max_tokens = max(1, limit if max_tokens is None else min(max_tokens, limit))
+        if max_tokens is not None:
+            kwargs["max_tokens"] = max_tokens
         if self.top_p is not None:
             kwargs["top_p"] = self.top_p
         if self.seed is not None:
             kwargs["seed"] = self.seed
+        elif isinstance(seed, int) and not isinstance(seed, bool):
+            kwargs["seed"] = seed
         if self.stream:
             kwargs["stream"] = True
             kwargs["stream_options"] = {"include_usage": True}
-        if self.extra_body:
+        if self.return_tokens:  # token ids (vLLM's return_token_ids) and logprobs, for trainers
+            kwargs["logprobs"] = True
+            kwargs["extra_body"] = {"return_token_ids": True, **self.extra_body}
+        elif self.extra_body:
             kwargs["extra_body"] = dict(self.extra_body)
         return kwargs
 
@@ -262,7 +308,7 @@ class OpenAIPolicy:
         if not isinstance(message, Mapping):
             message = {}
         return Completion(str(message.get("content") or ""), usage=_usage(data.get("usage")),
-                          finish_reason=choice.get("finish_reason"))
+                          finish_reason=choice.get("finish_reason"), **_token_fields(data, choice))
 
     @staticmethod
     def _json(raw: bytes | str) -> Any:

@@ -10,6 +10,8 @@ The library side of ``agentenv report`` and ``agentenv compare``. The modules, i
 - ``compare``: two runs' per-task paired differences (the prompt-template experiment);
 - ``revise``: revise (multi-turn) against resample (k single-step samples) at k calls;
 - ``credit_export``: per-turn returns and advantages under every credit scheme, as JSONL;
+- ``trainer_export``: token ids, logprobs, loss masks and advantages on assistant spans, as
+  JSONL or Parquet (for runs whose policy returned token ids);
 - ``plots`` / ``page`` / ``text``: PNG figures, the self-contained HTML page, terminal tables;
 - ``writer``: run an analysis and write its files.
 
@@ -26,6 +28,7 @@ from agentenv.report.revise import revise_vs_resample
 from agentenv.report.runs import load_run, load_summary, run_mode
 from agentenv.report.stats import Interval, paired_bootstrap, pass_at_k
 from agentenv.report.text import format_comparison, format_report, format_revise
+from agentenv.report.trainer_export import export_trainer_records
 from agentenv.report.writer import write_comparison, write_report, write_revise_report
 
 __all__ = [
@@ -35,6 +38,7 @@ __all__ = [
     "compare_runs",
     "episode_cost",
     "export_credit",
+    "export_trainer_records",
     "format_comparison",
     "format_report",
     "format_revise",

@@ -118,7 +118,8 @@ def episode_anchors(trajectories: Sequence[Trajectory]) -> list[str]:
 
 def filter_link(*, outcome: str | None = None, task: str | None = None) -> str:
     """The browser's address for a filtered view (relative to the report directory)."""
-    parts = [f"{key}={quote(value, safe='')}" for key, value in (("outcome", outcome), ("task", task))
+    parts = [f"{key}={quote(value, safe='', errors='backslashreplace')}"  # any task name
+             for key, value in (("outcome", outcome), ("task", task))
              if value]
     return BROWSER_FILE + ("#" + "&".join(parts) if parts else "")
 

@@ -85,6 +85,7 @@ def compare_runs(run_a: RunLike, run_b: RunLike, n_boot: int = 10_000, seed: int
                 "a": value_a, "b": value_b, "difference": value_b - value_a,
                 "low": intervals[j].low if intervals else None,
                 "high": intervals[j].high if intervals else None,
+                "excludes_zero": intervals[j].excludes_zero if intervals else False,
             }
         by_task_rows[name] = row
 

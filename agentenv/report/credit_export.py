@@ -10,7 +10,6 @@ and renamed, so a trainer never reads half of it. The numbers are defined in
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 from agentenv.credit import SCHEMES, credit_rows
 from agentenv.report.runs import load_run, trajectories_path
 from agentenv.rollout.store import temporary_file
+from agentenv.untrusted import json_line
 
 __all__ = ["CREDIT_FILE", "export_credit"]
 
@@ -39,7 +39,7 @@ def export_credit(run: str | Path, out: str | Path | None = None, *, gamma: floa
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             for row in rows:
-                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+                handle.write(json_line(row) + "\n")  # any task name fits
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

@@ -146,8 +146,8 @@ def budget_plot(result: dict[str, Any]) -> bytes:
         by_calls.plot(calls, [p[key] for p in points], marker=marker, color=colour, label=label)
     by_calls.set_xlabel("budget: policy calls")
     by_calls.set_xticks(calls)
-    revise_x = [p["revise_tokens"] for p in points]
-    resample_x = [p["resample_tokens"] for p in points]
+    revise_x = [p.get("revise_generated") for p in points]
+    resample_x = [p.get("resample_generated") for p in points]
     styled = [by_calls]
     if None in revise_x or None in resample_x:
         missing = [name for name, xs in (("multi-turn", revise_x), ("single-step", resample_x))
@@ -159,7 +159,11 @@ def budget_plot(result: dict[str, Any]) -> bytes:
         for label, key, colour, marker in lines[1:]:
             by_tokens.plot(resample_x, [p[key] for p in points], marker=marker, color=colour,
                            label=label)
-        by_tokens.set_xlabel("budget: tokens processed per task (prompt + generated)")
+        for xs, key, colour in ((revise_x, "revise_band", "tab:blue"), (resample_x, "1@j_band", "tab:orange")):
+            if all(key in p for p in points):  # bootstrap bands over tasks
+                by_tokens.fill_between(xs, [p[key][0] for p in points], [p[key][1] for p in points],
+                                       color=colour, alpha=0.15, linewidth=0)
+        by_tokens.set_xlabel("budget: tokens generated per task (bands: 95% bootstrap over tasks)")
         styled.append(by_tokens)
     for axis in styled:
         axis.set_ylabel("solve rate")

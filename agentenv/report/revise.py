@@ -1,8 +1,11 @@
 """Revise or resample? Multi-turn revision against fresh samples at the same budget of k calls.
 
 Inputs: a single-step run with ``n >= k`` samples per task and a multi-turn run with
-``max_turns >= k`` (``k`` defaults to the multi-turn run's ``max_turns``). Per task, then
-overall (the mean over tasks):
+``max_turns >= k`` (``k`` defaults to the multi-turn run's ``max_turns``). The resample arm may
+also be a multi-turn run (the same one, or another with ``n >= k`` samples): its episodes'
+first turns are the fresh samples, so both arms are posed exactly the same prompts (a
+single-step run's prompts announce one attempt, a multi-turn run's ``max_turns``: warned).
+Per task, then overall (the mean over tasks):
 
 - ``pass@1``: the single-step solve rate ``c/n``; ``pass@1 (turn 1)``: the multi-turn run's
   first-turn solve rate (the same quantity under the multi-turn prompts).
@@ -18,11 +21,20 @@ overall (the mean over tasks):
   episode within ``k`` turns against ``k`` fresh samples.
 
 The difference revise − 1@k (and revise − pass@k) gets a paired bootstrap interval over
-tasks, and ``budget`` holds the solve-rate-against-budget curves for ``j = 1..k`` calls.
+tasks, and ``budget`` holds the solve-rate-against-budget curves for ``j = 1..k`` calls: both
+arms' solve rates with bootstrap bands over tasks, against calls and against *generated* tokens
+(the policy's own output: equal budgets compare what each arm had the model write). Both arms
+are posed the same prompts when the runs share templates (warned otherwise).
+
+``warnings`` says when the study cannot mean what it seems to: single-step samples that are
+all the same code for most tasks (the policy does not sample: resampling cannot help, and 1@k is
+pass@1), per-task differences with zero variance (a degenerate interval), arms built from
+different templates or policies, and tasks without visible checks.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -34,7 +46,7 @@ from agentenv.report.compare import RunLike, resolve_run
 from agentenv.report.runs import by_task, run_mode, run_settings
 from agentenv.report.stats import mean, paired_bootstrap, pass_at_k
 
-__all__ = ["one_at_k", "one_at_k_expected", "revise_vs_resample", "visible_pass"]
+__all__ = ["first_turns", "one_at_k", "one_at_k_expected", "revise_vs_resample", "visible_pass"]
 
 
 def visible_pass(trajectory: Trajectory) -> bool:
@@ -119,9 +131,10 @@ def _revise_row(episodes: Sequence[Trajectory], k: int) -> dict[str, Any]:
 
     failed_first = [t for t in episodes if not t.first_turn_solved] if k > 1 else []
     repaired = sum(solved_by(t, k) for t in failed_first)
-    curve_tokens = []
+    curve_tokens, curve_generated = [], []
     for j in range(1, k + 1):
         curve_tokens.append(_mean_of([episode_cost(t, upto=j).processed for t in episodes]))
+        curve_generated.append(_mean_of([episode_cost(t, upto=j).generated for t in episodes]))
     costs = [episode_cost(t, upto=k) for t in episodes]
     return {
         "episodes": m,
@@ -133,6 +146,7 @@ def _revise_row(episodes: Sequence[Trajectory], k: int) -> dict[str, Any]:
         "curve_solve": [sum(solved_by(t, j) for t in episodes) / m for j in range(1, k + 1)],
         "curve_calls": [sum(min(len(t.turns), j) for t in episodes) / m for j in range(1, k + 1)],
         "curve_tokens": curve_tokens,
+        "curve_generated": curve_generated,
         "tokens_per_episode": {"generated": _mean_of([x.generated for x in costs]),
                                "processed": _mean_of([x.processed for x in costs])},
         "mean_calls": sum(x.calls for x in costs) / m,
@@ -172,10 +186,18 @@ def _task_row(samples: Sequence[Trajectory], episodes: Sequence[Trajectory], k: 
                   "one_at_k_early_stop": resample["one_at_k_calls"]},
         "curves": {
             "revise": revise["curve_solve"], "revise_calls": revise["curve_calls"],
-            "revise_tokens": revise["curve_tokens"], "pass": resample["curve_pass"],
+            "revise_tokens": revise["curve_tokens"], "revise_generated": revise["curve_generated"],
+            "pass": resample["curve_pass"],
             "one": resample["curve_one"],
         },
     }
+
+
+def first_turns(trajectories: Sequence[Trajectory]) -> list[Trajectory]:
+    """Multi-turn episodes cut to their first turn, as the fresh samples of the resample arm
+    (a first turn does not depend on anything after it)."""
+    return [dataclasses.replace(t, turns=t.turns[:1], mode="single_step", max_turns=1,
+                                stop_reason="single_step") for t in trajectories]
 
 
 def _check_inputs(single: Sequence[Trajectory], multi: Sequence[Trajectory], k: int | None) -> int:
@@ -223,21 +245,36 @@ def _overall(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _budget(rows: Sequence[dict[str, Any]], k: int) -> list[dict[str, Any]]:
+def _budget(rows: Sequence[dict[str, Any]], k: int, *, n_boot: int = 1000, seed: int = 0,
+            confidence: float = 0.95) -> list[dict[str, Any]]:
+    """Per budget of j calls: both arms' solve rates with bootstrap bands over tasks, and what the
+    arms cost in tokens (generated, the policy's own output; processed, prompt plus generated)."""
     curves = []
     for j in range(k):
         def at(key: str, index: int = j) -> float | None:
             return _mean_of([row["curves"][key][index] for row in rows])
 
+        def band(key: str, index: int = j) -> list[float]:
+            values = [float(row["curves"][key][index]) for row in rows]
+            interval = paired_bootstrap(values, n_boot=n_boot, seed=f"{seed}:{key}:{index}",
+                                        confidence=confidence)
+            return [interval.low, interval.high]
+
         per_sample = _mean_of([row["tokens"]["sample_processed"] for row in rows])
+        per_sample_generated = _mean_of([row["tokens"]["sample_generated"] for row in rows])
+        generated = [row["curves"]["revise_generated"][j] for row in rows]
         curves.append({
             "calls": j + 1,
             "revise": at("revise"),
+            "revise_band": band("revise"),
             "revise_calls": at("revise_calls"),
             "revise_tokens": at("revise_tokens"),
+            "revise_generated": None if None in generated else _mean_of(generated),
             "pass@j": at("pass"),
             "1@j": at("one"),
+            "1@j_band": band("one"),
             "resample_tokens": None if per_sample is None else (j + 1) * per_sample,
+            "resample_generated": None if per_sample_generated is None else (j + 1) * per_sample_generated,
         })
     return curves
 
@@ -248,6 +285,10 @@ def revise_vs_resample(single_step_run: RunLike, multi_turn_run: RunLike, k: int
     """The revise-vs-resample table at a budget of ``k`` calls (see the module docstring)."""
     path_single, single = resolve_run(single_step_run)
     path_multi, multi = resolve_run(multi_turn_run)
+    resample_from_turns = run_mode(single) == "multi_turn" and run_mode(multi) == "multi_turn"
+    prompt_turns = {t.max_turns for t in single}
+    if resample_from_turns:
+        single = first_turns(single)
     k = _check_inputs(single, multi, k)
     samples, episodes = by_task(single), by_task(multi)
     common = [name for name in samples if name in episodes]
@@ -265,6 +306,16 @@ def revise_vs_resample(single_step_run: RunLike, multi_turn_run: RunLike, k: int
         return [row["solve@k"] - row[key] for row in row_list]
 
     warnings = []
+    duplicated = [name for name in common if len(samples[name]) > 1
+                  and len({s.turns[0].code_hash for s in samples[name] if s.turns}) == 1]
+    if duplicated and 2 * len(duplicated) > len(common):  # a few by chance; most: no sampling
+        warnings.append(f"{len(duplicated)} of {len(common)} task(s) have identical single-step "
+                        f"samples (e.g. {duplicated[0]!r}): the policy does not sample, so resampling "
+                        "cannot help there; give each sample its own seed or a temperature above 0")
+    diffs = differences("1@k")
+    if len(diffs) > 1 and max(diffs) - min(diffs) == 0.0:
+        warnings.append(f"revise - 1@k is {diffs[0]:+.3f} on every task (zero variance): the "
+                        "bootstrap interval is degenerate and says nothing about uncertainty")
     without_visible = [name for name, row in rows.items() if not row["has_visible"]]
     if without_visible:
         warnings.append(f"{len(without_visible)} of {len(rows)} task(s) have no visible checks, "
@@ -274,6 +325,16 @@ def revise_vs_resample(single_step_run: RunLike, multi_turn_run: RunLike, k: int
         if settings_single[key] != settings_multi[key]:
             warnings.append(f"the runs differ in {key}: single-step {settings_single[key]}, "
                             f"multi-turn {settings_multi[key]}")
+    if not resample_from_turns and prompt_turns != {t.max_turns for t in multi}:
+        warnings.append("the single-step prompts announce one attempt, the multi-turn prompts "
+                        f"{sorted({t.max_turns for t in multi})}: for identical prompts in both arms "
+                        "pass a multi-turn run as the resample arm (its first turns are the samples)")
+    for name in ("system", "task"):  # the arms must pose the same prompts
+        ids_single = {t.template_ids.get(name) for t in single}
+        ids_multi = {t.template_ids.get(name) for t in multi}
+        if ids_single != ids_multi:
+            warnings.append(f"the runs use different {name} templates ({sorted(map(str, ids_single))} "
+                            f"vs {sorted(map(str, ids_multi))}): the arms were not posed the same prompts")
     only_single = [name for name in samples if name not in episodes]
     only_multi = [name for name in episodes if name not in samples]
     if only_single or only_multi:
@@ -282,7 +343,7 @@ def revise_vs_resample(single_step_run: RunLike, multi_turn_run: RunLike, k: int
     return {
         "k": k,
         "single_step": {"path": path_single, "episodes": len(single), "tasks": len(samples),
-                        "settings": settings_single},
+                        "settings": settings_single, "from_first_turns": resample_from_turns},
         "multi_turn": {"path": path_multi, "episodes": len(multi), "tasks": len(episodes),
                        "settings": settings_multi},
         "overall": _overall(row_list),
@@ -292,7 +353,7 @@ def revise_vs_resample(single_step_run: RunLike, multi_turn_run: RunLike, k: int
         "revise_minus_pass@k": paired_bootstrap(differences("pass@k"), n_boot=n_boot,
                                                 seed=f"{seed}:pass@k",
                                                 confidence=confidence).to_dict(),
-        "budget": _budget(row_list, k),
+        "budget": _budget(row_list, k, n_boot=min(n_boot, 2000), seed=seed, confidence=confidence),
         "warnings": warnings,
         "only_in_single_step": only_single,
         "only_in_multi_turn": only_multi,

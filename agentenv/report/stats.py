@@ -2,7 +2,9 @@
 
 Pure Python (``math``, ``random``) so that the numbers do not depend on whether numpy is
 installed, and a seed gives the same interval everywhere. Bootstrap intervals are percentile
-intervals; quantiles interpolate linearly between order statistics (numpy's default).
+intervals; quantiles interpolate linearly between order statistics (numpy's default). An
+interval only "excludes zero" (is reported as significant) with at least two pairs and by more
+than rounding noise (1e-9 of the data's scale).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentenv.errors import ConfigError
+from agentenv.untrusted import printable
 
 __all__ = [
     "Interval",
@@ -86,15 +89,24 @@ class Interval:
     confidence: float
     n: int
     n_boot: int
+    tolerance: float = 0.0
 
     @property
     def excludes_zero(self) -> bool:
-        return self.low > 0.0 or self.high < 0.0
+        """The interval lies clear of zero: never for a single pair (a bootstrap of one value says
+        nothing about its spread), and never by less than ``tolerance`` (float rounding noise)."""
+        return self.n >= 2 and (self.low > self.tolerance or self.high < -self.tolerance)
 
     def to_dict(self) -> dict[str, Any]:
         return {"estimate": self.estimate, "low": self.low, "high": self.high,
                 "confidence": self.confidence, "n": self.n, "n_boot": self.n_boot,
-                "excludes_zero": self.excludes_zero}
+                "tolerance": self.tolerance, "excludes_zero": self.excludes_zero}
+
+
+def _rng(seed: int | str) -> random.Random:
+    """A generator for ``seed``; a string seed that UTF-8 cannot encode (a task name with a lone
+    surrogate) is escaped first, so any task name seeds a bootstrap."""
+    return random.Random(printable(seed) if isinstance(seed, str) else seed)
 
 
 def _check(n_boot: int, confidence: float) -> None:
@@ -104,12 +116,17 @@ def _check(n_boot: int, confidence: float) -> None:
         raise ConfigError(f"confidence must be in (0, 1), got {confidence!r}")
 
 
-def _interval(estimate: float, replicates: list[float], confidence: float, n: int) -> Interval:
+# Differences within this many ulps-ish of the data's scale are rounding, not signal.
+_ROUNDING = 1e-9
+
+
+def _interval(estimate: float, replicates: list[float], confidence: float, n: int,
+              scale: float = 1.0) -> Interval:
     replicates.sort()
     tail = (1.0 - confidence) / 2.0
     return Interval(estimate=estimate, low=quantile(replicates, tail),
                     high=quantile(replicates, 1.0 - tail), confidence=confidence, n=n,
-                    n_boot=len(replicates))
+                    n_boot=len(replicates), tolerance=_ROUNDING * max(1.0, scale))
 
 
 def paired_bootstrap(differences: Sequence[float], *, n_boot: int = 10_000, seed: int | str = 0,
@@ -124,9 +141,9 @@ def paired_bootstrap(differences: Sequence[float], *, n_boot: int = 10_000, seed
     if not values:
         raise ConfigError("a paired bootstrap needs at least one pair")
     n = len(values)
-    rng = random.Random(seed)
+    rng = _rng(seed)
     replicates = [math.fsum(rng.choices(values, k=n)) / n for _ in range(n_boot)]
-    return _interval(math.fsum(values) / n, replicates, confidence, n)
+    return _interval(math.fsum(values) / n, replicates, confidence, n, max(map(abs, values)))
 
 
 def bootstrap_difference(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], *,
@@ -144,7 +161,7 @@ def bootstrap_difference(a: Sequence[Sequence[float]], b: Sequence[Sequence[floa
     width = len(a[0])
     if any(len(row) != width for row in (*a, *b)):
         raise ConfigError("every observation must carry the same metrics")
-    rng = random.Random(seed)
+    rng = _rng(seed)
     columns_a = [[float(row[j]) for row in a] for j in range(width)]
     columns_b = [[float(row[j]) for row in b] for j in range(width)]
     estimate = [math.fsum(cb) / len(b) - math.fsum(ca) / len(a)
@@ -159,4 +176,5 @@ def bootstrap_difference(a: Sequence[Sequence[float]], b: Sequence[Sequence[floa
             mean_b = math.fsum(map(columns_b[j].__getitem__, pick_b)) / len(b)
             replicates[j].append(mean_b - mean_a)
     n = min(len(a), len(b))
-    return [_interval(estimate[j], replicates[j], confidence, n) for j in range(width)]
+    return [_interval(estimate[j], replicates[j], confidence, n,
+                      max(map(abs, columns_a[j] + columns_b[j]))) for j in range(width)]

@@ -35,7 +35,12 @@ REPORT_DIR = "report"
 
 
 def _write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (task or candidate text): escape the file
+        text = json.dumps(data, indent=2, ensure_ascii=True)
+    path.write_text(text + "\n", encoding="utf-8", errors="backslashreplace")
 
 
 def write_report(run_dir: str | Path, out_dir: str | Path | None = None, *, credit: bool = True,
@@ -73,14 +78,14 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None, *, cred
         path.write_bytes(png)
         files[name] = str(path)
     text = format_report(metrics)
-    (out / "report.txt").write_text(text + "\n", encoding="utf-8")
+    (out / "report.txt").write_text(text + "\n", encoding="utf-8", errors="backslashreplace")
     files["text"] = str(out / "report.txt")
     page = report_page(metrics, images, title=f"agentenv report: {source.parent.name}",
                        episodes=trajectories)
-    (out / "report.html").write_text(page, encoding="utf-8")
+    (out / "report.html").write_text(page, encoding="utf-8", errors="backslashreplace")
     files["html"] = str(out / "report.html")
     browser = browser_page(trajectories, title=f"agentenv episodes: {source.parent.name}")
-    (out / BROWSER_FILE).write_text(browser, encoding="utf-8")
+    (out / BROWSER_FILE).write_text(browser, encoding="utf-8", errors="backslashreplace")
     files["episodes"] = str(out / BROWSER_FILE)
     if credit:
         from agentenv.report.credit_export import export_credit
@@ -99,7 +104,8 @@ def write_comparison(run_a: RunLike, run_b: RunLike, out_dir: str | Path, *,
     comparison = compare_runs(run_a, run_b, n_boot=n_boot, seed=seed)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "compare.txt").write_text(format_comparison(comparison) + "\n", encoding="utf-8")
+    (out / "compare.txt").write_text(format_comparison(comparison) + "\n", encoding="utf-8",
+                                          errors="backslashreplace")
     comparison["files"] = {"text": str(out / "compare.txt"), "json": str(out / "compare.json")}
     _write_json(out / "compare.json", comparison)
     return comparison
@@ -128,8 +134,9 @@ def write_revise_report(single_step_run: str | Path, multi_turn_run: str | Path,
     if figure is not None:
         Path(f"{stem}.png").write_bytes(figure)
         kinds.insert(0, "png")
-    Path(f"{stem}.txt").write_text(text + "\n", encoding="utf-8")
-    Path(f"{stem}.html").write_text(revise_page(result, figure), encoding="utf-8")
+    Path(f"{stem}.txt").write_text(text + "\n", encoding="utf-8", errors="backslashreplace")
+    Path(f"{stem}.html").write_text(revise_page(result, figure), encoding="utf-8",
+                                      errors="backslashreplace")
     result["files"] = {kind: f"{stem}.{kind}" for kind in kinds}
     result["notes"] = [] if figure is not None else [PLOTS_MISSING]
     _write_json(Path(f"{stem}.json"), result)

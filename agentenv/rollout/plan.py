@@ -23,11 +23,15 @@ __all__ = ["MODES", "EpisodeSpec", "RolloutConfig", "episode_seed", "make_env", 
 
 MODES = ("multi_turn", "single_step")
 FEEDBACK_FROM = ("all", "visible")
+STOP_WHEN = ("hidden", "visible")
 BACKENDS = ("local", "ray")
 # Settings that change what an episode is; a resumed run must keep them.
 # (The task set itself is guarded by its hash; base_url may change, e.g. a restarted server.)
 _IDENTITY = ("policy", "model", "mode", "max_turns", "seed", "timeout", "token_budget",
              "prompts_dir", "feedback_from", "temperature")
+# Settings added later: part of the identity only when not at their default, so that runs
+# written before they existed still resume.
+_IDENTITY_IF_SET = {"stop_when": "hidden"}
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,7 @@ class RolloutConfig:
     token_budget: int | None = None
     prompts_dir: str | None = None
     feedback_from: str = "all"
+    stop_when: str = "hidden"
     backend: str = "local"
     address: str | None = None
 
@@ -62,6 +67,8 @@ class RolloutConfig:
         if self.feedback_from not in FEEDBACK_FROM:
             raise ConfigError(f"feedback_from must be one of {', '.join(FEEDBACK_FROM)}, "
                               f"got {self.feedback_from!r}")
+        if self.stop_when not in STOP_WHEN:
+            raise ConfigError(f"stop_when must be one of {', '.join(STOP_WHEN)}, got {self.stop_when!r}")
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         for name in ("max_turns", "samples", "concurrency"):
@@ -85,7 +92,10 @@ class RolloutConfig:
 
     def identity(self) -> dict[str, Any]:
         """The settings that must match for a resumed run to continue this one."""
-        return {k: getattr(self, k) for k in _IDENTITY}
+        identity = {k: getattr(self, k) for k in _IDENTITY}
+        identity.update({k: getattr(self, k) for k, default in _IDENTITY_IF_SET.items()
+                         if getattr(self, k) != default})
+        return identity
 
 
 @dataclass(frozen=True)
@@ -140,18 +150,19 @@ def task_set_hash(tasks: Sequence[Task]) -> str:
 
 
 def make_env(config: RolloutConfig, tasks: Sequence[Task], seed: int) -> Any:
-    """The environment one episode runs in: CodingEnv or MultiTurnCodingEnv per ``config.mode``."""
-    if config.mode == "single_step":
-        from agentenv.envs.coding import CodingEnv
-
-        # Token counts with the policy model's own tokenizer, as in the multi-turn env below.
-        return CodingEnv(tasks=tasks, timeout=config.timeout, seed=seed, tokenizer=config.model)
-    from agentenv.envs.multiturn import MultiTurnCodingEnv
-
-    options: dict[str, Any] = {"token_budget": config.token_budget, "feedback_from": config.feedback_from}
+    """The environment one episode runs in: CodingEnv or MultiTurnCodingEnv per ``config.mode``,
+    with the same options in both (prompts, tokenizer, budget, feedback source)."""
+    options: dict[str, Any] = {"token_budget": config.token_budget, "feedback_from": config.feedback_from,
+                               "stop_when": config.stop_when}
     if config.prompts_dir is not None:
         options["prompts_dir"] = config.prompts_dir
     if config.model is not None:  # count the budget with the policy model's own tokenizer
         options["tokenizer"] = config.model
+    if config.mode == "single_step":
+        from agentenv.envs.coding import CodingEnv
+
+        return CodingEnv(tasks=tasks, timeout=config.timeout, seed=seed, **options)
+    from agentenv.envs.multiturn import MultiTurnCodingEnv
+
     return MultiTurnCodingEnv(tasks=tasks, max_turns=config.max_turns, seed=seed,
                               timeout=config.timeout, **options)

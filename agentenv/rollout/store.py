@@ -22,6 +22,7 @@ from typing import IO, Any
 from agentenv.errors import ConfigError
 from agentenv.log import get_logger
 from agentenv.records import Trajectory
+from agentenv.untrusted import json_line
 
 __all__ = ["CONFIG_FILE", "SUMMARY_FILE", "TRAJECTORIES_FILE", "RunStore", "read_trajectories",
            "temporary_file", "write_json_atomic"]
@@ -141,7 +142,7 @@ class RunStore:
         """Write one finished episode as one line, flushed to the OS at once."""
         if self._fh is None:
             raise RuntimeError("RunStore.open() must be called before append()")
-        self._fh.write(json.dumps(trajectory.to_dict(), ensure_ascii=False) + "\n")
+        self._fh.write(json_line(trajectory.to_dict()) + "\n")  # any candidate string fits
         self._fh.flush()
 
     def sort_episodes(self, order: Mapping[str, int]) -> None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import itertools
 import json
 import re
@@ -62,6 +63,20 @@ def _truncate_tokens(text: str, limit: int) -> tuple[str, bool]:
         if i == limit:
             return text[:match.start()].rstrip(), True
     return text, False
+
+
+def _toy_ids(text: str) -> list[int]:
+    """Stable toy token ids: each word or punctuation mark hashed into a 50,000-token vocabulary."""
+    return [int.from_bytes(hashlib.blake2b(t.encode("utf-8", "surrogatepass"), digest_size=4).digest(), "big")
+            % 50_000 for t in _TOKEN.findall(text)]
+
+
+def _token_ids(body: Mapping[str, Any], content: str) -> tuple[list[int], list[int]]:
+    """vLLM's ``return_token_ids`` answer with toy ids: the prompt rendered as ChatML (so each
+    turn's prompt starts with the previous prompt and reply) and the reply's ids."""
+    chat = "".join(f"<|im_start|>{m.get('role')}\n{m.get('content') or ''}<|im_end|>\n"
+                   for m in body.get("messages", []) if isinstance(m, Mapping))
+    return _toy_ids(chat + "<|im_start|>assistant\n"), _toy_ids(content)
 
 
 @dataclass(frozen=True)
@@ -471,7 +486,7 @@ class ChatServer:
             if isinstance(m, Mapping))
         completion_tokens = (reply.completion_tokens if reply.completion_tokens is not None
                              else count_tokens(content))
-        return {
+        completion: dict[str, Any] = {
             "id": f"chatcmpl-agentenv-{next(self._ids)}",
             "object": "chat.completion",
             "created": int(time.time()),
@@ -485,3 +500,11 @@ class ChatServer:
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens},
         }
+        if body.get("return_token_ids"):  # vLLM's fields, with toy ids and made-up logprobs
+            prompt_ids, reply_ids = _token_ids(body, content)
+            completion["prompt_token_ids"] = prompt_ids
+            choice = completion["choices"][0]
+            choice["token_ids"] = reply_ids
+            if body.get("logprobs"):
+                choice["logprobs"] = {"content": [{"logprob": -0.01 * (i % 7)} for i in range(len(reply_ids))]}
+        return completion
