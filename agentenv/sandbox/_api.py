@@ -67,18 +67,25 @@ def run_tests(
         raise IsolationUnavailable(
             f"strict isolation was required but this sandbox pool runs at {pool.level!r}; "
             "install bubblewrap and allow unprivileged user namespaces, or pass isolation=None")
-    plan = plan_checks(checks)
+    plan = plan_checks(checks, setup_code=setup_code or "")
     nonce = secrets.token_hex(16)
+    child_limits = limits.for_child(timeout, nproc=pool.level == "strict")
     job = {
         "nonce": nonce, "code": code_str, "setup": setup_code or "",
-        "items": plan.job_items(),
-        "limits": limits.for_child(timeout, nproc=pool.level == "strict"),
+        "items": plan.job_items(), "limits": child_limits,
     }
-    raw = pool.run(job, float(timeout), limits)
+    # Checks the trusted side cannot decompose go to a judge process of their own, with a
+    # nonce the candidate never sees; its frames come back apart from the candidate's.
+    judge_nonce = secrets.token_hex(16)
+    judge_job = ({"role": "judge", "nonce": judge_nonce, "setup": setup_code or "",
+                  "checks": plan.judge_items(), "limits": child_limits}
+                 if plan.needs_judge else None)
+    raw = pool.run(job, float(timeout), limits, judge=judge_job)
     return judge(
         plan, parse_frames(raw.result, nonce), timed_out=raw.timed_out, isolation=raw.isolation,
         exec_seconds=raw.seconds, stdout=raw.stdout, stderr=raw.stderr,
         float_tolerance=float_tolerance, died=raw.died,
+        judge_frames=parse_frames(raw.judge_result, judge_nonce), judge_died=raw.judge_died,
     )
 
 

@@ -1,0 +1,96 @@
+"""The channel between a judge process and the candidate process it questions.
+
+Imported on both sides of that channel, inside the sandbox (loaded by path, standard library
+only). The judge ``J`` (:mod:`_judge`) runs a task's check program; every name the candidate
+defines is a proxy there, and each use of a proxy becomes one request to the candidate process
+``G`` (:func:`_runner.serve_judge`), which answers with plain data. The channel is one
+``AF_UNIX`` stream socket pair, created by the worker and handed to the two processes only;
+it carries length-prefixed JSON objects:
+
+- ``J -> G`` requests: ``{"op": "call", "f": REF, "a": [ARG...], "k": [[name, ARG]...]}``,
+  ``{"op": "get", "f": REF, "n": attr}`` and ``{"op": "set", "f": REF, "n": attr, "v": ARG}``;
+- ``G -> J`` replies: ``{"r": RESULT, "m": [[position, VALUE]...]}`` (``m``: arguments the call
+  mutated, copied back) or ``{"x": exception type name, "msg": text}``;
+- ``G -> J`` callback requests, sent while ``G`` is answering: ``{"op": "cb", "c": id, "a":
+  [VALUE...], "k": [[name, VALUE]...]}``, answered by ``J`` with a reply as above.
+
+``REF`` is ``["n", name]`` (a global of the candidate's namespace) or ``["h", id]`` (an object
+``G`` returned earlier and keeps); ``ARG`` is ``["v", VALUE]``, ``["h", id]`` or ``["c", id]`` (a
+callable of the judge's, called back through ``cb``); ``RESULT`` is ``["v", VALUE]`` or ``["h",
+id, type name]``; ``VALUE`` is :func:`_wire.encode_value`'s plain-data encoding. The channel
+never carries a verdict: those go from ``J`` to the worker on ``J``'s own result pipe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from typing import Any
+
+__all__ = ["MAX_FRAME", "ChannelClosed", "ProtocolError", "recv", "send"]
+
+MAX_FRAME = 16 * 1024 * 1024  # bytes of one message; more is a protocol error
+
+_HEADER = struct.Struct(">I")
+_dumps = json.JSONEncoder(ensure_ascii=True, check_circular=False, allow_nan=False,
+                          separators=(",", ":")).encode
+_loads = json.loads
+_os_read = os.read
+_os_write = os.write
+
+
+class ChannelClosed(Exception):
+    """The other side closed the channel (or died)."""
+
+
+class ProtocolError(Exception):
+    """The other side sent something that is not a well-formed message."""
+
+
+def send(fd: int, message: dict[str, Any]) -> None:
+    """Write one message; raise ChannelClosed when the other side is gone."""
+    body = _dumps(message).encode("ascii")
+    if len(body) > MAX_FRAME:
+        raise ProtocolError(f"a message of {len(body)} bytes is over the {MAX_FRAME}-byte limit")
+    view = memoryview(_HEADER.pack(len(body)) + body)
+    while view:
+        try:
+            n = _os_write(fd, view)
+        except InterruptedError:  # pragma: no cover - PEP 475 retries for us
+            continue
+        except OSError:
+            raise ChannelClosed("the other side closed the channel") from None
+        view = view[n:]
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    parts: list[bytes] = []
+    got = 0
+    while got < n:
+        try:
+            chunk = _os_read(fd, min(n - got, 1 << 20))
+        except InterruptedError:  # pragma: no cover
+            continue
+        except OSError:
+            chunk = b""
+        if not chunk:
+            raise ChannelClosed("the other side closed the channel")
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def recv(fd: int) -> dict[str, Any]:
+    """Read one message: a JSON object of at most MAX_FRAME bytes, else ProtocolError."""
+    (size,) = _HEADER.unpack(_read_exact(fd, _HEADER.size))
+    if size > MAX_FRAME:
+        raise ProtocolError(f"a message of {size} bytes is over the {MAX_FRAME}-byte limit")
+    body = _read_exact(fd, size)
+    try:
+        message = _loads(body.decode("ascii"))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise ProtocolError("a message is not JSON") from None
+    if type(message) is not dict:
+        raise ProtocolError("a message is not a JSON object")
+    return message
