@@ -10,12 +10,13 @@ sees this job: not the checks, not their expected values, not the setup as the j
 
 **Names.** The setup code, then each check, run here in one namespace with this process's own
 builtins and standard library. Every free global name that neither the setup nor the check
-binds, that is not a builtin and not a standard-library module, is a :class:`Remote` proxy of
-the candidate's name: calling it, or reading or setting an attribute of it, is one request to
-``G``, whose answer is plain data (rebuilt by :func:`_wire.decode_value`: only builtin values
-are ever constructed here) or a handle to an object ``G`` keeps (a ``Remote`` too). A proxy
-cannot be compared, hashed, iterated or truth-tested: a candidate that returns anything but
-plain data fails the check. Builtin names are the judge's own, except in a check that uses no
+binds, that is not a builtin and not a standard-library module, is looked up in the
+candidate's namespace when the check starts: ``G`` answers with plain data (a copy, rebuilt by
+:func:`_wire.decode_value`: only builtin values are ever constructed here) or a handle to the
+object, which it keeps. A handle is a :class:`Remote`: calling it, or reading or setting an
+attribute of it, is one more request, answered the same way. A ``Remote`` cannot be compared,
+hashed, iterated or truth-tested: a candidate that returns anything but plain data fails the
+check. A name the candidate does not define stays unbound (``NameError``, as in Python). Builtin names are the judge's own, except in a check that uses no
 other name at all (MBPP's task about its own ``sum``): there the builtins it calls are the
 candidate's, as on the fast path. Standard-library modules are always the judge's own, so
 a candidate that patched ``math`` or ``sorted`` in its own process changes nothing here.
@@ -108,13 +109,16 @@ def _exception(name: Any, text: Any) -> BaseException:
 class Remote:
     """A name or an object of the candidate's, as the check sees it: call it, use its attributes."""
 
-    __slots__ = ("_agentenv_chan", "_agentenv_kind", "_agentenv_label", "_agentenv_ref")
+    __slots__ = ("_agentenv_chan", "_agentenv_kind", "_agentenv_label", "_agentenv_named",
+                 "_agentenv_ref")
 
-    def __init__(self, chan: _Channel, ref: list[Any], label: str, kind: str) -> None:
+    def __init__(self, chan: _Channel, ref: list[Any], label: str, kind: str,
+                 named: bool = False) -> None:
         object.__setattr__(self, "_agentenv_chan", chan)
         object.__setattr__(self, "_agentenv_ref", ref)
         object.__setattr__(self, "_agentenv_label", label)
         object.__setattr__(self, "_agentenv_kind", kind)
+        object.__setattr__(self, "_agentenv_named", named)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         chan = object.__getattribute__(self, "_agentenv_chan")
@@ -142,9 +146,9 @@ class Remote:
     def _agentenv_refuse(self, *args: Any) -> Any:
         label = _clip(object.__getattribute__(self, "_agentenv_label"), 80)
         kind = object.__getattribute__(self, "_agentenv_kind")
-        if kind == "name":
-            why = (f"{label} is a name of the candidate's: a check can call it or use its "
-                   "attributes, not use it as a value")
+        if object.__getattribute__(self, "_agentenv_named"):
+            why = (f"{label} is a {kind} of the candidate's, not plain data: a check can call "
+                   "it or use its attributes, not use it as a value")
         else:
             why = f"{label} returned a {kind}, not plain data (only plain data is accepted)"
         chan = object.__getattribute__(self, "_agentenv_chan")
@@ -227,7 +231,15 @@ class _Channel:
         raise TypeError(f"a check can pass the candidate plain data, the candidate's own objects "
                         f"or a function, not a {type(value).__name__}")
 
-    def outcome(self, reply: dict[str, Any], what: str) -> Any:
+    def lookup(self, name: str) -> tuple[bool, Any]:
+        """The candidate's global ``name``: ``(True, value or Remote)``, or ``(False, None)``
+        when the candidate does not define it."""
+        reply = self.request({"op": "name", "n": name}, name)
+        if reply.get("x") == "NameError":
+            return False, None
+        return True, self.outcome(reply, name, named=True)
+
+    def outcome(self, reply: dict[str, Any], what: str, named: bool = False) -> Any:
         if "x" in reply:
             exc = _exception(reply.get("x"), reply.get("msg", ""))
             self.raised, self.raised_in = exc, what
@@ -243,7 +255,7 @@ class _Channel:
             return value
         if (type(result) is list and len(result) == 3 and result[0] == "h"
                 and type(result[1]) is int and type(result[2]) is str):
-            return Remote(self, ["h", result[1]], what, _clip(result[2], 60))
+            return Remote(self, ["h", result[1]], what, _clip(result[2], 60), named)
         return self.fail(f"the candidate's process sent a malformed answer to {_clip(what, 80)}")
 
     def call(self, target: Remote, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -359,14 +371,17 @@ def _bind(source: str, ns: dict[str, Any], chan: _Channel, *, check: bool) -> li
             continue
         if hasattr(builtins, name):
             continue
-        ns[name] = Remote(chan, ["n", name], name, "name")
-        added.append(name)
+        defined, value = chan.lookup(name)
+        if defined:
+            ns[name] = value
+            added.append(name)
     if check and all(hasattr(builtins, name) and name not in ns for name in free):
         # A check about a builtin name the candidate defines (see the module docstring): it
         # uses nothing but builtins, so the ones it calls can only mean the candidate's.
         for name in sorted(called):
-            if name not in ns and hasattr(builtins, name):
-                ns[name] = Remote(chan, ["n", name], name, "name")
+            defined, value = chan.lookup(name)  # the candidate's, or the builtin as G has it
+            if defined:
+                ns[name] = value
                 added.append(name)
     return added
 
@@ -377,19 +392,20 @@ def _verdict(index: int, source: str, ns: dict[str, Any], chan: _Channel) -> dic
     base: dict[str, Any] = {"t": "check", "i": index}
     try:
         code = compile(source, f"<check {index}>", "exec", dont_inherit=True)
-        added = _bind(source, ns, chan, check=True)
+        _free_globals(source)
     except BaseException as exc:
         return {**base, "kind": "syntax", "msg": _message(exc)}
     chan.begin()
     error: BaseException | None = None
+    added: list[str] = []
     try:
+        added = _bind(source, ns, chan, check=True)
         exec(code, ns)
     except BaseException as exc:
         error = exc
     finally:
-        for name in added:
-            if type(ns.get(name)) is Remote:
-                del ns[name]
+        for name in added:  # the next check looks them up afresh
+            ns.pop(name, None)
     if chan.broke_now or isinstance(error, _Gone):
         return {**base, "kind": "no_result", "msg": chan.broken or "the candidate is gone"}
     if isinstance(error, _NotPlain) or (error is None and chan.poisoned is not None):

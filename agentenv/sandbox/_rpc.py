@@ -7,8 +7,9 @@ defines is a proxy there, and each use of a proxy becomes one request to the can
 ``AF_UNIX`` stream socket pair, created by the worker and handed to the two processes only;
 it carries length-prefixed JSON objects:
 
-- ``J -> G`` requests: ``{"op": "call", "f": REF, "a": [ARG...], "k": [[name, ARG]...]}``,
-  ``{"op": "get", "f": REF, "n": attr}`` and ``{"op": "set", "f": REF, "n": attr, "v": ARG}``;
+- ``J -> G`` requests: ``{"op": "name", "n": name}`` (look a global up), ``{"op": "call", "f":
+  REF, "a": [ARG...], "k": [[name, ARG]...]}``, ``{"op": "get", "f": REF, "n": attr}`` and
+  ``{"op": "set", "f": REF, "n": attr, "v": ARG}``;
 - ``G -> J`` replies: ``{"r": RESULT, "m": [[position, VALUE]...]}`` (``m``: arguments the call
   mutated, copied back) or ``{"x": exception type name, "msg": text}``;
 - ``G -> J`` callback requests, sent while ``G`` is answering: ``{"op": "cb", "c": id, "a":

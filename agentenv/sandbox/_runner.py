@@ -67,6 +67,7 @@ _rpc_send = _rpc.send
 _rpc_recv = _rpc.recv
 _RpcErrors = (_rpc.ChannelClosed, _rpc.ProtocolError)
 MAX_HANDLES = 100_000  # objects kept for the judge in one run
+_REQUESTS = ("name", "call", "get", "set")
 
 
 def apply_limits(limits: dict[str, Any]) -> None:
@@ -283,7 +284,7 @@ class _JudgeServer:
                     message = _rpc_recv(self.fd)
                 except _RpcErrors:
                     return
-                if message.get("op") not in ("call", "get", "set"):
+                if message.get("op") not in _REQUESTS:
                     return  # out of turn: the judge never sends that
                 self.answer(message)
 
@@ -337,6 +338,8 @@ class _JudgeServer:
 
     def handle(self, message: dict[str, Any]) -> dict[str, Any]:
         op = message["op"]
+        if op == "name":
+            return {"r": self.result(self.target(["n", message.get("n")]))}
         target = self.target(message.get("f"))
         if op == "get":
             return {"r": self.result(getattr(target, str(message.get("n"))))}
@@ -380,7 +383,7 @@ class _JudgeServer:
                 _rpc_send(server.fd, message)
                 while True:
                     reply = _rpc_recv(server.fd)
-                    if reply.get("op") in ("call", "get", "set"):
+                    if reply.get("op") in _REQUESTS:
                         server.answer(reply)  # the callback calls back into the candidate
                         continue
                     break
