@@ -415,8 +415,8 @@ def _verdict(index: int, source: str, ns: dict[str, Any], chan: _Channel) -> dic
     if error is None:
         return {**base, "ok": True}
     if error is chan.raised:
-        return {**base, "kind": "exception",
-                "msg": f"{_clip(chan.raised_in, 80)} raised {_message(error)}"}
+        raised = _clip(str(error)) if type(error) is CandidateError else _message(error)
+        return {**base, "kind": "exception", "msg": f"{_clip(chan.raised_in, 80)} raised {raised}"}
     if isinstance(error, AssertionError):
         text = _message(error).partition(": ")[2]
         if not text and chan.last is not None:
