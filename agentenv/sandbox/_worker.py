@@ -21,7 +21,7 @@ only; loaded by path. Two long-lived processes and one per run:
   only what the parent judges itself (see :class:`_PairedRun`).
 
 Runs are prepared *before* their jobs arrive (fork, namespaces, descriptors, capabilities
-dropped, no-new-privs) and wait on their job pipe; a job then only costs entering the work
+dropped, no-new-privs) and wait on their job socket; a job then only costs entering the work
 dir, taking the environment and rlimits, and :func:`_runner.run_job`. The worker reads the
 three pipes (result channel, stdout, stderr) with caps until they close, ``G`` exits or the
 deadline passes, kills whatever is left, replies, and only then wipes the work area and asks
@@ -201,7 +201,7 @@ def _remove_contents(path: str) -> None:
 
 # --------------------------------------------------------------------------- the candidate side
 
-JOB_FD = 4  # G's end of its job pipe, until the job has been read
+JOB_FD = 4  # the end of its job socket (a prepared run: G or J), until the job has been read
 READY = b"+ready\n"  # G's first bytes: it is locked down and no longer dumpable
 STARTED = b"+started\n"  # G's first bytes on the result channel, written before any candidate code
 FINISHED = b"+finished\n"  # G's last bytes when run_job returned (only used to skip a wait)
@@ -281,6 +281,7 @@ def _warm_up() -> None:
     """
     sink = os.open(os.devnull, os.O_WRONLY)
     try:
+        _judge.warm_up()
         _runner.run_job(json.loads(_WARM_UP_JOB), sink)
     except BaseException:
         pass
@@ -657,6 +658,7 @@ class Worker:
             sel.close()
             _close(*pidfds)
         statuses = []
+        started = True
         for run in runs:
             _kill(run.pid)  # whatever is left of the run dies now
             result = b"".join(kept[run.res_r])
@@ -666,8 +668,9 @@ class Worker:
                 statuses.append(0)
             else:
                 statuses.append(self._ask(b"W", run.pid)[1])
-            if not timed_out and not result.startswith(STARTED):
-                return {"error": "a run's process failed before running its job"}
+            started = started and (timed_out or result.startswith(STARTED))
+        if not started:
+            return {"error": "a run's process failed before running its job"}
         blobs: list[bytes] = []
         results = {run.res_r for run in runs}
         for fd in caps:
