@@ -52,7 +52,7 @@ if _here not in sys.path:
 import _rpc  # noqa: E402  (loaded by path inside the sandbox)
 import _wire  # noqa: E402
 
-__all__ = ["MAX_NESTING", "Remote", "run_judge", "warm_up"]
+__all__ = ["MAX_NESTING", "Remote", "run_judge"]
 
 MAX_NESTING = 32  # calls between the check and the candidate nested inside each other
 MAX_MESSAGE = 400
@@ -439,14 +439,6 @@ class _Verdicts:
                 view = view[os.write(self.fd, view):]
             except OSError:
                 os._exit(3)
-
-
-def warm_up() -> None:
-    """Touch the judge's own code paths (parse, symbol table, compile) with fixed input, so a
-    prepared process takes their copy-on-write faults before any job arrives."""
-    source = "def _w():\n    for i in range(2):\n        assert f(i) == i\n_w()\n"
-    _free_globals(source)
-    compile(source, "<warm-up>", "exec", dont_inherit=True)
 
 
 def run_judge(job: dict[str, Any], result_fd: int, peer_fd: int) -> None:

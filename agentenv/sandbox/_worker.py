@@ -281,7 +281,6 @@ def _warm_up() -> None:
     """
     sink = os.open(os.devnull, os.O_WRONLY)
     try:
-        _judge.warm_up()
         _runner.run_job(json.loads(_WARM_UP_JOB), sink)
     except BaseException:
         pass
