@@ -14,16 +14,17 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pytest
 
 from agentenv.errors import IsolationUnavailable
 from agentenv.grading import plan_checks
-from agentenv.sandbox import SandboxPool, run_tests
+from agentenv.sandbox import RunResult, SandboxPool, run_tests
 from agentenv.sandbox.testing import leftover_processes, processes_matching
-from agentenv.tasks import load_tasks
+from agentenv.tasks import Task, load_tasks
 
 MARKER = f"agentenv-judge-attack-{os.getpid()}-{int(time.time())}"
 TOKENS = [f"tok-{hashlib.sha256(f'{MARKER}{i}'.encode()).hexdigest()[:16]}" for i in range(3)]
@@ -528,9 +529,10 @@ def test_scanners_used_above_do_find_expected_values_planted_in_the_candidates_p
     for name in ("gc_scan_for_loop_expectations_then_answer_trusted_checks_by_lookup",
                  "memory_scan_for_loop_expectations_then_answer_trusted_checks_by_lookup"):
         c = next(a for a in ATTACKS if a.name == name)
-        planted = run_tests(c.code, list(SECRET_FAST), timeout=c.timeout, pool=pool,
-                            setup_code=f"_PLANTED = {sorted(TOKENS)!r}\n")
-        assert planted.passed > 0, name
+        in_order = [f"assert secret({i}) == {tok!r}" for i, tok in enumerate(sorted(TOKENS))]
+        planted = run_tests(c.code, in_order, timeout=c.timeout, pool=pool,
+                            setup_code=f"_PLANTED = {TOKENS!r}\n")
+        assert planted.passed == len(TOKENS), (name, planted.failures)
 
 
 def test_the_judges_job_never_reaches_the_candidates_process(pool: SandboxPool) -> None:
@@ -568,3 +570,20 @@ def test_no_dataset_we_load_has_a_check_graded_in_the_candidates_process(pool: S
             stub = run_tests(task.prompt + "    pass\n", task.checks, 5.0,
                              setup_code=task.setup_code, pool=pool)
             assert stub.passed == 0, task.name
+
+
+def test_the_judge_alone_grades_humaneval_s_original_tests(pool: SandboxPool) -> None:
+    """With split_checks=False each task is its whole check(candidate) program, graded by the
+    judge process with the candidate behind proxies: 164/164 canonical solutions, 0 stubs."""
+    tasks = load_tasks("humaneval", split_checks=False)
+    assert all(plan_checks(t.checks, setup_code=t.setup_code).needs_judge for t in tasks)
+
+    def score(code_of: Callable[[Task], str]) -> list[RunResult]:
+        with ThreadPoolExecutor(max_workers=2) as executor:
+            return list(executor.map(lambda t: run_tests(code_of(t), t.checks, 5.0,
+                                                         setup_code=t.setup_code, pool=pool), tasks))
+
+    canonical = score(lambda t: t.reference_solution or "")
+    assert [t.name for t, r in zip(tasks, canonical, strict=True) if not r.all_passed] == []
+    stubs = score(lambda t: t.prompt + "    pass\n")
+    assert sum(r.passed for r in stubs) == 0
