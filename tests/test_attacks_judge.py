@@ -587,3 +587,17 @@ def test_the_judge_alone_grades_humaneval_s_original_tests(pool: SandboxPool) ->
     assert [t.name for t, r in zip(tasks, canonical, strict=True) if not r.all_passed] == []
     stubs = score(lambda t: t.prompt + "    pass\n")
     assert sum(r.passed for r in stubs) == 0
+
+
+def test_the_judge_honours_the_tasks_float_tolerance_like_the_fast_path(pool: SandboxPool) -> None:
+    """0.1 + 0.2 matches 0.3 in a loop check only within an explicit tolerance, as it does in a
+    decomposed assert; != is the negation; a Remote is never 'close' to anything."""
+    code = "def f(k):\n    return [0.1 * k + 0.2 * k] * 2\n"
+    checks = ["for k in (1, 2):\n    assert f(k) == [0.3 * k, 0.3 * k]",
+              "assert f(1)[0] == 0.3", "x = f(1)\nassert x != [0.3, 0.3]"]
+    strict = run_tests(code, checks, pool=pool)
+    assert strict.passed_indices == (2,)
+    tolerant = run_tests(code, checks, float_tolerance=1e-9, pool=pool)
+    assert tolerant.passed_indices == (0, 1)
+    impostor = "class X:\n    def __eq__(self, o): return True\ndef f(k):\n    return X()\n"
+    assert run_tests(impostor, checks, float_tolerance=1e-9, pool=pool).passed == 0

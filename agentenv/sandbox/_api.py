@@ -78,7 +78,8 @@ def run_tests(
     # nonce the candidate never sees; its frames come back apart from the candidate's.
     judge_nonce = secrets.token_hex(16)
     judge_job = ({"role": "judge", "nonce": judge_nonce, "setup": setup_code or "",
-                  "checks": plan.judge_items(), "limits": child_limits}
+                  "checks": plan.judge_items(), "limits": child_limits,
+                  "float_tolerance": float_tolerance}
                  if plan.needs_judge else None)
     raw = pool.run(job, float(timeout), limits, judge=judge_job)
     return judge(

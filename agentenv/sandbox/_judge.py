@@ -21,6 +21,10 @@ other name at all (MBPP's task about its own ``sum``): there the builtins it cal
 candidate's, as on the fast path. Standard-library modules are always the judge's own, so
 a candidate that patched ``math`` or ``sorted`` in its own process changes nothing here.
 
+With the job's ``float_tolerance``, each single ``==`` / ``!=`` of a check also holds for floats
+within that tolerance (absolute or relative), inside lists, tuples and dict values too, as on
+the fast path; otherwise comparisons are Python's own.
+
 Arguments are copies: plain data, candidate handles, or callables of the check (``G`` gets a
 stub that calls back here; nesting is capped). Lists, dicts and sets a call mutated are copied
 back into the check's objects, so "must not modify its argument" checks still see the change.
@@ -39,6 +43,7 @@ import ast
 import builtins
 import contextlib
 import importlib
+import math
 import os
 import symtable
 import sys
@@ -386,12 +391,54 @@ def _bind(source: str, ns: dict[str, Any], chan: _Channel, *, check: bool) -> li
     return added
 
 
+# -------------------------------------------------------------------- tolerance
+
+_CLOSE = "_agentenv_close"
+
+
+def _close(a: Any, b: Any, tolerance: float) -> bool:
+    """``a == b``, or floats within ``tolerance`` (element-wise in lists, tuples, dict values)."""
+    if a == b:
+        return True
+    if type(a) in (int, float) and type(b) in (int, float) and float in (type(a), type(b)):
+        try:
+            return math.isclose(a, b, rel_tol=tolerance, abs_tol=tolerance)
+        except OverflowError:
+            return False
+    if type(a) is type(b) and type(a) in (list, tuple):
+        return len(a) == len(b) and all(_close(x, y, tolerance) for x, y in zip(a, b, strict=True))
+    if type(a) is dict and type(b) is dict:
+        return a.keys() == b.keys() and all(_close(a[k], b[k], tolerance) for k in a)
+    return False
+
+
+class _Tolerant(ast.NodeTransformer):
+    """Rewrites each single ``x == y`` / ``x != y`` into a call of :func:`_close`."""
+
+    def visit_Compare(self, node: ast.Compare) -> Any:
+        self.generic_visit(node)
+        if len(node.ops) != 1 or not isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+            return node  # chained comparisons stay Python's (no operand is evaluated twice)
+        call: ast.expr = ast.Call(ast.Name(_CLOSE, ast.Load()), [node.left, node.comparators[0]], [])
+        if isinstance(node.ops[0], ast.NotEq):
+            call = ast.UnaryOp(ast.Not(), call)
+        return ast.copy_location(call, node)
+
+
+def _compile(source: str, name: str, tolerance: float | None) -> Any:
+    if tolerance is None:
+        return compile(source, name, "exec", dont_inherit=True)
+    tree = ast.fix_missing_locations(_Tolerant().visit(ast.parse(source)))
+    return compile(tree, name, "exec", dont_inherit=True)
+
+
 # -------------------------------------------------------------------- checks
 
-def _verdict(index: int, source: str, ns: dict[str, Any], chan: _Channel) -> dict[str, Any]:
+def _verdict(index: int, source: str, ns: dict[str, Any], chan: _Channel,
+             tolerance: float | None = None) -> dict[str, Any]:
     base: dict[str, Any] = {"t": "check", "i": index}
     try:
-        code = compile(source, f"<check {index}>", "exec", dont_inherit=True)
+        code = _compile(source, f"<check {index}>", tolerance)
         _free_globals(source)
     except BaseException as exc:
         return {**base, "kind": "syntax", "msg": _message(exc)}
@@ -446,6 +493,10 @@ def run_judge(job: dict[str, Any], result_fd: int, peer_fd: int) -> None:
     out = _Verdicts(result_fd, str(job["nonce"]))
     chan = _Channel(peer_fd)
     ns: dict[str, Any] = {"__name__": "__check__", "__builtins__": builtins}
+    raw_tolerance = job.get("float_tolerance")
+    tolerance = float(raw_tolerance) if isinstance(raw_tolerance, (int, float)) else None
+    if tolerance is not None:
+        ns[_CLOSE] = lambda a, b: _close(a, b, tolerance)
     setup = str(job.get("setup") or "")
     try:
         if setup.strip():
@@ -458,7 +509,7 @@ def run_judge(job: dict[str, Any], result_fd: int, peer_fd: int) -> None:
                   "msg": f"setup: {chan.broken if gone else _message(exc)}"})
     else:
         for item in job.get("checks", ()):
-            out.send(_verdict(int(item["i"]), str(item["src"]), ns, chan))
+            out.send(_verdict(int(item["i"]), str(item["src"]), ns, chan, tolerance))
     with contextlib.suppress(OSError):
         os.close(peer_fd)
     out.send({"t": "done"})
