@@ -601,3 +601,47 @@ def test_the_judge_honours_the_tasks_float_tolerance_like_the_fast_path(pool: Sa
     assert tolerant.passed_indices == (0, 1)
     impostor = "class X:\n    def __eq__(self, o): return True\ndef f(k):\n    return X()\n"
     assert run_tests(impostor, checks, float_tolerance=1e-9, pool=pool).passed == 0
+
+
+class _Names:
+    """A stand-in for the judge's channel: records which names were looked up."""
+
+    def __init__(self, defined: set[str]) -> None:
+        self.defined = defined
+        self.asked: list[str] = []
+
+    def lookup(self, name: str) -> tuple[bool, object]:
+        self.asked.append(name)
+        return (True, f"<candidate {name}>") if name in self.defined else (False, None)
+
+
+def test_the_judge_binds_only_names_nobody_else_owns_to_the_candidate() -> None:
+    """Builtins, standard-library modules and setup names are the judge's own; only the other
+    free names are asked of the candidate; names the check binds are never asked."""
+    import math
+
+    from agentenv.sandbox import _judge
+
+    check = ("def _check():\n    import random\n    xs = sorted([random.random(), 2])\n"
+             "    assert math.isclose(f(xs), helper(xs)) and len(xs) == 2\n_check()\n")
+    ns: dict = {"helper": "setup's helper"}
+    names = _Names({"f", "math", "sorted", "len"})
+    added = _judge._bind(check, ns, names, check=True)  # type: ignore[arg-type]
+    assert names.asked == ["f"] and added == ["f"]
+    assert ns["math"] is math and ns["helper"] == "setup's helper" and "sorted" not in ns
+
+
+def test_builtins_are_the_candidates_only_in_a_check_that_uses_nothing_else() -> None:
+    """MBPP's task about its own `sum`: a check whose free names are all builtins asks the
+    candidate for the builtins it calls; setup code never does."""
+    from agentenv.sandbox import _judge
+
+    names = _Names({"sum"})
+    ns: dict = {}
+    assert _judge._bind("for a in (1, 2):\n    assert sum(a, a) == len([a])\n", ns, names,  # type: ignore[arg-type]
+                        check=True) == ["sum"]
+    assert names.asked == ["len", "sum"]  # as on the fast path: every builtin it calls
+    assert ns["sum"] == "<candidate sum>" and "len" not in ns  # this candidate defines no len
+    setup = _Names({"sum"})
+    assert _judge._bind("def helper(xs):\n    return sum(xs)\n", {}, setup, check=False) == []  # type: ignore[arg-type]
+    assert setup.asked == []
