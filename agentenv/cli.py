@@ -7,9 +7,12 @@ Commands::
     agentenv tasks show NAME [--tasks SET]  one task in full
     agentenv tasks validate [PATH]          run every reference solution, report the failures
     agentenv check CODE_FILE --task NAME    score one file against a task, failures shown
-    agentenv report RUN_DIR [RUN_DIR2]      plots + HTML for a run (two runs: revise vs resample)
+    agentenv report RUN_DIR [RUN_DIR2]      text + HTML + rollout browser for a run, plots with
+                                            matplotlib (two runs: revise vs resample)
     agentenv compare RUN_A RUN_B            per-task paired differences with bootstrap intervals
 
+``--log-level``, ``--log-json`` and ``-q`` (errors only) go before or after the subcommand.
+Nothing printed is read as rich markup, so text in square brackets is shown as written.
 This module only parses options, calls the library and prints; it is the one place (with the
 examples) that configures logging. Every error a user can cause (a bad flag, a missing or
 malformed file, a missing API key) ends as one line on stderr and a non-zero exit code:
@@ -22,8 +25,10 @@ import argparse
 import asyncio
 import difflib
 import json
+import math
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -98,18 +103,35 @@ def _add_task_options(p: argparse.ArgumentParser, default: str | None = "builtin
     p.add_argument("--limit", type=_positive_int, default=None, help="keep the first N tasks")
 
 
+def _global_options(suppress: bool) -> _Parser:
+    """--log-level, --log-json and -q, accepted before or after any subcommand.
+
+    The subcommands' copies default to SUPPRESS, so a value given before the subcommand is not
+    overwritten by the subcommand's default."""
+    p = _Parser(add_help=False)
+
+    def default(value: Any) -> Any:
+        return argparse.SUPPRESS if suppress else value
+
+    p.add_argument("--log-level", default=default("warning"),
+                   help="debug | info | warning | error (default: warning)")
+    p.add_argument("--log-json", action="store_true", default=default(False),
+                   help="log as JSON lines on stderr")
+    p.add_argument("-q", "--quiet", action="store_true", default=default(False),
+                   help="errors only: no progress bar, notes or log lines below error")
+    return p
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="agentenv",
+    parser = _Parser(prog="agentenv", parents=[_global_options(suppress=False)],
                      description="RL environments for LLM coding agents: rollouts, tasks, reports.")
-    parser.add_argument("--log-level", default="warning",
-                        help="debug | info | warning | error (default: warning)")
-    parser.add_argument("--log-json", action="store_true", help="log as JSON lines on stderr")
     from agentenv import __version__
 
     parser.add_argument("--version", action="version", version=f"agentenv {__version__}")
+    common = [_global_options(suppress=True)]
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    run = sub.add_parser("run", help="run rollouts and write trajectories and a summary",
+    run = sub.add_parser("run", parents=common, help="run rollouts and write trajectories and a summary",
                          description="Run episodes of a policy on a task set. With no options: "
                                      "builtin tasks, scripted policy, multi-turn with 3 turns, "
                                      "offline, into runs/<timestamp>/.")
@@ -119,10 +141,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--model", default=None, help="model id for --policy openai (default gpt-4o)")
     run.add_argument("--base-url", default=None,
                      help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (vLLM, Ollama)")
-    run.add_argument("--temperature", type=_nonneg_float, default=0.2,
+    run.add_argument("--temperature", type=_nonneg_float, default=None,
                      help="sampling temperature for --policy openai (default: 0.2)")
     run.add_argument("--max-tokens", type=_positive_int, default=None,
                      help="cap on generated tokens per call for --policy openai")
+    run.add_argument("--policy-timeout", type=_nonneg_float, default=None,
+                     help="seconds per model request for --policy openai (default: 60)")
+    run.add_argument("--max-retries", type=int, default=None,
+                     help="retries of a failed model request for --policy openai (default: 3)")
+    run.add_argument("--stream", action="store_true", help="stream answers (--policy openai)")
     _add_task_options(run)
     run.add_argument("--max-turns", type=_positive_int, default=3, help="turns per episode (default: 3)")
     run.add_argument("--single-step", action="store_true",
@@ -146,26 +173,26 @@ def build_parser() -> argparse.ArgumentParser:
                      help="run directory (default: runs/<timestamp>); an existing one is resumed")
     run.add_argument("--no-progress", action="store_true", help="no live progress bar")
 
-    tasks = sub.add_parser("tasks", help="list, show or validate tasks")
+    tasks = sub.add_parser("tasks", parents=common, help="list, show or validate tasks")
     tasks_sub = tasks.add_subparsers(dest="tasks_command", metavar="ACTION", parser_class=_Parser)
-    t_list = tasks_sub.add_parser("list", help="list the tasks of a set")
+    t_list = tasks_sub.add_parser("list", parents=common, help="list the tasks of a set")
     _add_task_options(t_list)
-    t_show = tasks_sub.add_parser("show", help="show one task in full")
+    t_show = tasks_sub.add_parser("show", parents=common, help="show one task in full")
     t_show.add_argument("name", help="task name")
     _add_task_options(t_show)
-    t_validate = tasks_sub.add_parser("validate", help="run every reference solution; report failures")
+    t_validate = tasks_sub.add_parser("validate", parents=common, help="run every reference solution; report failures")
     _add_task_options(t_validate, positional=True)
     t_validate.add_argument("--timeout", type=_nonneg_float, default=10.0,
                             help="sandbox seconds per task (default: 10)")
     t_validate.add_argument("--no-progress", action="store_true", help="no live progress bar")
 
-    check = sub.add_parser("check", help="score one code file against a task")
+    check = sub.add_parser("check", parents=common, help="score one code file against a task")
     check.add_argument("code_file", help="a .py file, or a text/Markdown answer with a code block")
     check.add_argument("--task", required=True, help="task name")
     _add_task_options(check)
     check.add_argument("--timeout", type=_nonneg_float, default=5.0, help="sandbox seconds (default: 5)")
 
-    report = sub.add_parser("report", help="plots and an HTML page for a run; with two runs (one "
+    report = sub.add_parser("report", parents=common, help="plots and an HTML page for a run; with two runs (one "
                                            "single-step with --samples k, one multi-turn) revise "
                                            "vs resample")
     report.add_argument("runs", nargs="+", metavar="RUN_DIR", help="one run, or two for revise vs resample")
@@ -175,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--no-credit", action="store_true", help="do not export credit.jsonl")
     report.add_argument("--gamma", type=_nonneg_float, default=1.0, help="discount for credit export")
 
-    compare = sub.add_parser("compare", help="per-task paired differences of two runs (B - A)")
+    compare = sub.add_parser("compare", parents=common, help="per-task paired differences of two runs (B - A)")
     compare.add_argument("run_a", metavar="RUN_A")
     compare.add_argument("run_b", metavar="RUN_B")
     compare.add_argument("--out", default=None, help="also write compare.json/compare.txt here")
@@ -187,7 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
 # -- helpers -----------------------------------------------------------------------------------
 
 def _console(stderr: bool) -> Console:
-    console = Console(stderr=stderr, highlight=False, soft_wrap=True)
+    # markup=False: nothing we print is read as rich markup, so "[syntax]" or "[isolation:
+    # strict]" (from us or from a run) always reaches the screen as written.
+    console = Console(stderr=stderr, highlight=False, soft_wrap=True, markup=False)
     if not console.is_terminal:  # piped or captured: do not squeeze tables into 80 columns
         console.width = max(console.width, 120)
     return console
@@ -207,6 +236,15 @@ def _fmt(value: Any, digits: int = 3) -> str:
     if isinstance(value, float):
         return f"{value:.{digits}f}"
     return str(value)
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+_OPENAI_ONLY = (("--model", "model"), ("--base-url", "base_url"), ("--temperature", "temperature"),
+                ("--max-tokens", "max_tokens"), ("--policy-timeout", "policy_timeout"),
+                ("--max-retries", "max_retries"), ("--stream", "stream"))
 
 
 def _loader_option(text: str) -> tuple[str, Any]:
@@ -273,36 +311,98 @@ def _default_out() -> Path:
     return out
 
 
+def _temperature(args: argparse.Namespace) -> float:
+    return 0.2 if args.temperature is None else float(args.temperature)
+
+
 def _make_run_policy(args: argparse.Namespace, tasks: list[Any]) -> Any:
     from agentenv.policies import make_policy
 
     if args.policy == "openai":
-        options: dict[str, Any] = {"model": args.model or "gpt-4o", "temperature": args.temperature}
+        options: dict[str, Any] = {"model": args.model or "gpt-4o", "temperature": _temperature(args)}
         if args.base_url:
             options["base_url"] = args.base_url
-        if args.max_tokens is not None:
-            options["max_tokens"] = args.max_tokens
-        return make_policy("openai", **options)
-    if args.base_url or args.max_tokens is not None:
-        raise ConfigError(f"--base-url and --max-tokens apply to --policy openai, not {args.policy!r}")
+        for flag, key in (("max_tokens", "max_tokens"), ("policy_timeout", "timeout"),
+                          ("max_retries", "max_retries")):
+            if getattr(args, flag) is not None:  # 0 retries is a choice, not a default
+                options[key] = getattr(args, flag)
+        if args.stream:
+            options["stream"] = True
+        policy = make_policy("openai", **options)
+        policy.preflight()  # one cheap request: a wrong URL or model fails here, in one line
+        return policy
+    given = [flag for flag, attr in _OPENAI_ONLY if getattr(args, attr) not in (None, False)]
+    if given:  # refused rather than silently ignored
+        verb, pronoun = ("applies", "it") if len(given) == 1 else ("apply", "them")
+        raise ConfigError(f"{', '.join(given)} {verb} only to --policy openai, not "
+                          f"{args.policy!r}; drop {pronoun} or use --policy openai")
+    if args.policy == "scripted" and not any(t.metadata.get("attempts") for t in tasks):
+        raise ConfigError(f"--policy scripted replays each task's scripted buggy attempts, and no "
+                          f"task of {args.tasks!r} has any (it would only play the reference "
+                          "solutions); use --policy reference for that upper bound, or --policy "
+                          "openai for a model")
     return make_policy(args.policy, tasks=tasks)
 
 
+_UNCERTAIN = ("pass@1", "solve_rate", "mean_reward")
+
+
 def _summary_table(summary: dict[str, Any], title: str) -> Table:
+    """The run's headline numbers; rates and the reward carry a 95% interval over tasks."""
+    from agentenv.report.stats import mean_halfwidth
+
     table = Table(title=title, title_justify="left")
-    for column in ("", "episodes", "pass@1", "solve rate", "repair", "mean reward", "mean turns",
-                   "tokens/episode"):
+    for column in ("", "tasks", "episodes", "pass@1", "solve rate", "repair", "mean reward",
+                   "mean turns", "tokens/episode"):
         table.add_column(column, justify="left" if not column else "right")
 
-    def row(label: str, r: dict[str, Any]) -> None:
-        table.add_row(label, str(r["episodes"]), _fmt(r["pass@1"]), _fmt(r["solve_rate"]),
-                      _fmt(r["repair_rate"]), _fmt(r["mean_reward"]), _fmt(r["mean_turns"], 2),
-                      _fmt(r["tokens"]["mean_per_episode"], 0))
+    def row(label: str, r: dict[str, Any], tasks: list[dict[str, Any]]) -> None:
+        cells = {}
+        for key in _UNCERTAIN:
+            half = mean_halfwidth([t[key] for t in tasks if t[key] is not None])
+            cells[key] = _fmt(r[key]) + (f" ± {half:.3f}" if half is not None else "")
+        table.add_row(label, str(len(tasks)), str(r["episodes"]), cells["pass@1"],
+                      cells["solve_rate"], _fmt(r["repair_rate"]), cells["mean_reward"],
+                      _fmt(r["mean_turns"], 2), _fmt(r["tokens"]["mean_per_episode"], 0))
 
-    row("overall", summary)
-    for r in summary["per_difficulty"]:
-        row(r["difficulty"], r)
+    per_task = summary["per_task"]
+    row("overall", summary, per_task)
+    if len(summary["per_difficulty"]) > 1:  # a single level would repeat the overall row
+        for r in summary["per_difficulty"]:
+            level = r["difficulty"]
+            row(level, r, [t for t in per_task if (t["difficulty"] or "unknown") == level])
     return table
+
+
+def _column_notes(turns: int) -> str:
+    horizon = "the first turn" if turns == 1 else f"any of the {turns} turns"
+    return ("pass@1: solved on the first turn; solve rate: solved on " + horizon + "; repair: "
+            "solved later, of the episodes that failed turn 1; mean reward: the final turn's, in "
+            "[0, 1]; ± : 95% interval over tasks (1.96 standard errors); tokens/episode: the "
+            "final conversation, every message once")
+
+
+def _resumed_rewards(out: Path, tasks: list[Any], args: argparse.Namespace) -> list[float]:
+    """Final rewards of the episodes of this run's plan already in ``out`` (for the progress bar)."""
+    from agentenv.rollout.plan import plan_episodes
+    from agentenv.rollout.store import read_trajectories
+
+    wanted = {s.episode_id for s in plan_episodes(tasks, args.samples, args.seed)}
+    done = {t.episode_id: t.final_reward for t in read_trajectories(out) if t.episode_id in wanted}
+    return list(done.values())
+
+
+def _writable_dir(out: Path) -> None:
+    """Make ``out`` (or find it) and prove a file can be created there, before any progress bar."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file, not a directory; choose a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"cannot write the run directory {out}: {exc.strerror or exc}; choose "
+                          "a writable --out") from None
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -318,28 +418,47 @@ def _cmd_run(args: argparse.Namespace) -> int:
     config = RolloutConfig(
         tasks=args.tasks, policy=args.policy,
         model=(args.model or "gpt-4o") if args.policy == "openai" else None,
-        temperature=args.temperature if args.policy == "openai" else None,
+        temperature=_temperature(args) if args.policy == "openai" else None,
         base_url=args.base_url, mode=mode, max_turns=1 if args.single_step else args.max_turns,
         samples=args.samples, seed=args.seed, concurrency=args.concurrency, timeout=args.timeout,
         token_budget=args.token_budget, prompts_dir=args.prompts_dir,
         feedback_from=args.feedback_from, backend=args.backend, address=args.address,
     )
     out = Path(args.out) if args.out else _default_out()
+    _writable_dir(out)
     err = _stderr()
+    quiet = args.quiet
     turns = "single-step" if args.single_step else f"multi-turn, {args.max_turns} turns"
-    err.print(f"agentenv run: {len(tasks)} tasks x {args.samples} sample(s), {args.policy} policy, "
-              f"{turns}, {args.backend} backend -> {out}")
+    if not quiet:
+        err.print(f"agentenv run: {_plural(len(tasks), 'task')} x {_plural(args.samples, 'sample')}, "
+                  f"{args.policy} policy, {turns}, {args.backend} backend -> {out}")
+    unscripted = [t for t in tasks if not t.metadata.get("attempts")]
+    if args.policy == "scripted" and unscripted and not quiet:
+        err.print(f"note: {len(unscripted)} of {_plural(len(tasks), 'task')} without scripted "
+                  "attempts: the scripted policy answers them with the reference solution")
+    if args.token_budget is not None and mode == "multi_turn" and not quiet:
+        from agentenv.tokens import DEFAULT_MODEL, OFFLINE_ENCODING, approximation
+
+        why = approximation(config.model or DEFAULT_MODEL)
+        if why:  # one short line: the clause without its details (--log-level debug has them)
+            err.print(f"note: the token budget is counted with {OFFLINE_ENCODING}: "
+                      f"{why.split(' (')[0]}")
 
     progress = Progress(TextColumn("[bold]rollouts"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("mean reward {task.fields[reward]}"), TimeElapsedColumn(),
-                        console=err, disable=args.no_progress, transient=False)
+                        console=err, disable=args.no_progress or quiet, transient=False)
     bar = progress.add_task("rollouts", total=None, reward="-")
     state = {"n": 0, "reward": 0.0}
 
     def on_start(total: int, done: int) -> None:
-        progress.update(bar, total=total, completed=done)
-        if done:
-            err.print(f"resuming: {done} of {total} episodes already in {out}")
+        if done:  # the bar's mean covers every finished episode, as the summary does
+            prior = _resumed_rewards(out, tasks, args)
+            state["n"], state["reward"] = len(prior), math.fsum(prior)
+            if not quiet:
+                err.print(f"resuming: {done} of {total} episodes already in {out}")
+        mean = f"{state['reward'] / state['n']:.3f}" if state["n"] else "-"
+        progress.update(bar, total=total, completed=done, reward=mean)
+        progress.start()  # only now: an error before the plan is known shows no empty bar
 
     def on_episode(trajectory: Any, n_done: int, total: int) -> None:
         state["n"] += 1
@@ -347,18 +466,31 @@ def _cmd_run(args: argparse.Namespace) -> int:
         progress.update(bar, completed=n_done, reward=f"{state['reward'] / state['n']:.3f}")
 
     try:
-        with progress:
-            result = run_rollouts(tasks, policy, config, out, on_episode=on_episode, on_start=on_start)
+        result = run_rollouts(tasks, policy, config, out, on_episode=on_episode, on_start=on_start)
     except KeyboardInterrupt:
+        progress.stop()  # before the message, so it is not drawn over
         err.print(f"interrupted: finished episodes are saved in {out}; run the same command with "
                   f"--out {out} to resume")
         return EXIT_INTERRUPTED
+    finally:
+        progress.stop()
     summary = result.summary
-    _stdout().print(_summary_table(summary, f"{args.policy} on {args.tasks} ({turns})"))
+    stdout = _stdout()
+    stdout.print(_summary_table(summary, f"{args.policy} on {args.tasks} ({turns})"))
+    stdout.print(_column_notes(1 if args.single_step else args.max_turns))
     run_info = summary["run"]
-    _stdout().print(f"{run_info['ran']} episode(s) run, {result.skipped} resumed, "
-                    f"{run_info['seconds']:.1f}s; wrote {out / 'trajectories.jsonl'} and "
-                    f"{out / 'summary.json'}")
+    stdout.print(f"{_plural(run_info['ran'], 'episode')} run, {result.skipped} resumed, "
+                 f"{run_info['seconds']:.1f}s; wrote {out / 'trajectories.jsonl'} and "
+                 f"{out / 'summary.json'}")
+    stdout.print(f"next: agentenv report {out}   (HTML report and a browser of every episode)")
+    if result.stopped:
+        err.print(f"stopped: {result.stopped}; {len(result.trajectories)} finished episode(s) are "
+                  f"saved in {out}; once the server answers again, run the same command with "
+                  f"--out {out} to resume", markup=False)
+        return EXIT_FAILURES
+    if summary.get("stop_reasons", {}).get("context_length"):
+        err.print(f"{summary['stop_reasons']['context_length']} episode(s) ended when the conversation "
+                  "outgrew the model's context; cap it with --token-budget", markup=False)
     if result.errors:
         err.print(f"{len(result.errors)} episode(s) failed (first: {result.errors[0].episode_id}: "
                   f"{result.errors[0].error}); run the same command again to retry them")
@@ -388,26 +520,32 @@ def _cmd_tasks_show(args: argparse.Namespace) -> int:
     tasks = _load_tasks(args)
     task = _find_task(tasks, args.name, args.tasks)
     out = _stdout()
-    out.print(f"[bold]{task.name}[/bold]  difficulty={task.difficulty or '-'}  "
-              f"entry_point={task.entry_point}  source={task.source}  tags={', '.join(task.tags) or '-'}")
-    out.print("\n[bold]prompt[/bold]")
-    out.print(task.prompt.strip(), markup=False)
-    out.print(f"\n[bold]hidden checks[/bold] ({len(task.checks)})")
+    out.print(task.name, style="bold", end="")
+    out.print(f"  difficulty={task.difficulty or '-'}  entry_point={task.entry_point}  "
+              f"source={task.source}  tags={', '.join(task.tags) or '-'}")
+
+    def heading(text: str) -> None:
+        out.print()
+        out.print(text, style="bold")
+
+    heading("prompt")
+    out.print(task.prompt.strip())
+    heading(f"hidden checks ({len(task.checks)})")
     for i, check in enumerate(task.checks):
-        out.print(f"  {i}. {check}", markup=False)
+        out.print(f"  {i}. {check}")
     if task.visible_checks:
-        out.print(f"\n[bold]visible checks[/bold] ({len(task.visible_checks)})")
+        heading(f"visible checks ({len(task.visible_checks)})")
         for i, check in enumerate(task.visible_checks):
-            out.print(f"  {i}. {check}", markup=False)
+            out.print(f"  {i}. {check}")
     if task.setup_code.strip():
-        out.print("\n[bold]setup code[/bold]")
+        heading("setup code")
         out.print(Syntax(task.setup_code.strip(), "python"))
     if task.reference_solution:
-        out.print("\n[bold]reference solution[/bold]")
+        heading("reference solution")
         out.print(Syntax(task.reference_solution.strip(), "python"))
     attempts = task.metadata.get("attempts") or []
     for i, attempt in enumerate(attempts if isinstance(attempts, list) else [], start=1):
-        out.print(f"\n[bold]scripted attempt {i}[/bold]")
+        heading(f"scripted attempt {i}")
         out.print(Syntax(str(attempt).strip(), "python"))
     return EXIT_OK
 
@@ -430,7 +568,8 @@ def _cmd_tasks_validate(args: argparse.Namespace) -> int:
     tasks = _load_tasks(args)
     err = _stderr()
     progress = Progress(TextColumn("[bold]validating"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), console=err, disable=args.no_progress, transient=True)
+                        TimeElapsedColumn(), console=err, disable=args.no_progress or args.quiet,
+                        transient=True)
     rows: list[dict[str, Any]] = []
     with progress, ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1)) as pool:
         bar = progress.add_task("validate", total=len(tasks))
@@ -464,6 +603,27 @@ def _cmd_tasks_validate(args: argparse.Namespace) -> int:
 
 # -- check -------------------------------------------------------------------------------------
 
+def _failure_rows(failures: Sequence[Any]) -> list[tuple[str, str, str, str]]:
+    """One row per failing check, but a run of checks failing with the same kind and message (a
+    syntax error fails every check alike) is one row naming how many checks it covers."""
+    groups: list[list[Any]] = []
+    for f in failures:
+        if groups and (groups[-1][0].kind, groups[-1][0].message) == (f.kind, f.message):
+            groups[-1].append(f)
+        else:
+            groups.append([f])
+    rows = []
+    for group in groups:
+        first = group[0]
+        if len(group) == 1:
+            rows.append((str(first.index), first.kind, first.check, first.message))
+        else:
+            which = "all" if len(group) == len(failures) else "these"
+            rows.append((f"{first.index}-{group[-1].index}", first.kind,
+                         f"{which} {len(group)} checks, e.g. {first.check}", first.message))
+    return rows
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     from agentenv.envs.scoring import score
     from agentenv.extract import extract_code
@@ -495,8 +655,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
         table = Table(title="failures", title_justify="left")
         for column in ("#", "kind", "check", "message"):
             table.add_column(column)
-        for f in result.failures:
-            table.add_row(str(f.index), f.kind, f.check, f.message)
+        for row in _failure_rows(result.failures):
+            table.add_row(*row)
         out.print(table)
     return EXIT_OK if result.all_passed else EXIT_FAILURES
 
@@ -509,8 +669,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     out = _stdout()
     if len(args.runs) == 1:
         metrics = report.write_report(args.runs[0], args.out, credit=not args.no_credit, gamma=args.gamma)
-        out.print(report.format_report(metrics), markup=False)
-        out.print("wrote " + ", ".join(sorted(metrics.get("files", {}).values())))
+        out.print(report.format_report(metrics))
+        _print_written(metrics, args.quiet)
         return EXIT_OK
     if len(args.runs) != 2:
         raise ConfigError("report takes one run, or two (a single-step run and a multi-turn run)")
@@ -521,9 +681,21 @@ def _cmd_report(args: argparse.Namespace) -> int:
         raise ConfigError("revise vs resample needs one single-step run (agentenv run --single-step "
                           f"--samples k) and one multi-turn run; got modes {sorted(modes.values())}")
     result = report.write_revise_report(single[0], multi[0], args.out, k=args.k)
-    out.print(report.format_revise(result), markup=False)
-    out.print("wrote " + ", ".join(sorted(result.get("files", {}).values())))
+    out.print(report.format_revise(result))
+    _print_written(result, args.quiet)
     return EXIT_OK
+
+
+def _print_written(result: dict[str, Any], quiet: bool) -> None:
+    files = result.get("files", {})
+    _stdout().print("wrote " + ", ".join(sorted(files.values())))
+    if not quiet:
+        for note in result.get("notes", []):
+            _stderr().print(f"note: {note}")
+    page = files.get("html")
+    if page:
+        browse = f"; every episode: {files['episodes']}" if files.get("episodes") else ""
+        _stdout().print(f"open {page} in a browser{browse}")
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
@@ -534,7 +706,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                                              seed=args.seed)
     else:
         comparison = report.compare_runs(args.run_a, args.run_b, n_boot=args.boot, seed=args.seed)
-    _stdout().print(report.format_comparison(comparison), markup=False)
+    _stdout().print(report.format_comparison(comparison))
     if args.out:
         _stdout().print("wrote " + ", ".join(sorted(comparison.get("files", {}).values())))
     return EXIT_OK
@@ -565,7 +737,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(list(argv) if argv is not None else None)
-        _configure_logging(args.log_level, args.log_json)
+        _configure_logging("error" if args.quiet else args.log_level, args.log_json)
         return _dispatch(args, parser)
     except _UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -8,6 +8,7 @@
     ├── TemplateError        a prompt template is missing or uses an undefined variable
     ├── PolicyError          a policy is misconfigured (no API key, unknown name, ...)
     │   └── PolicyCallError  one policy call failed after its retries (server errors, bad request)
+    │       └── ServerUnavailable  the circuit breaker is open: the server stopped answering
     ├── ConfigError          a bad option value passed by a user or on the command line
     ├── MissingDependency    an optional dependency (an extra such as ``gym`` or ``hf``) is absent
     └── SandboxError         an infrastructure fault of the sandbox (never a candidate's fault)
@@ -29,6 +30,7 @@ __all__ = [
     "PolicyError",
     "RunFormatError",
     "SandboxError",
+    "ServerUnavailable",
     "TaskFormatError",
     "TemplateError",
 ]
@@ -89,9 +91,47 @@ class PolicyError(AgentEnvError):
 class PolicyCallError(PolicyError):
     """One call to a policy's model failed for good (retries exhausted, or the request rejected).
 
-    Unlike its parent this is about one episode, not the configuration: the rollout runner
-    records the episode as failed, carries on with the others, and retries it on resume.
+    Unlike its parent this is about one episode, not the configuration. ``transient`` says
+    whether trying again later may help (the server was unreachable, timed out, answered 5xx or
+    kept rate-limiting): the runner then records the episode as failed and retries it on resume.
+    Otherwise the server rejected the request itself (a 400 such as a context-length error):
+    the episode ends there with its graded turns kept and ``stop_reason`` (``"context_length"``
+    or ``"policy_error"``), since asking again would fail again. ``status`` is the HTTP status,
+    when there was one.
     """
+
+    def __init__(self, message: str, *, status: int | None = None, transient: bool = False,
+                 context_length: bool = False) -> None:
+        super().__init__(message)
+        self.status = status
+        self.transient = transient
+        self.context_length = context_length
+
+    @property
+    def stop_reason(self) -> str:
+        """The stop reason of an episode this error ends."""
+        return "context_length" if self.context_length else "policy_error"
+
+    def __reduce__(self) -> tuple[object, ...]:  # keyword fields survive pickling (Ray)
+        return (_rebuild_call_error, (type(self), str(self), self.status, self.transient,
+                                      self.context_length))
+
+
+def _rebuild_call_error(cls: type[PolicyCallError], message: str, status: int | None,
+                        transient: bool, context_length: bool) -> PolicyCallError:
+    return cls(message, status=status, transient=transient, context_length=context_length)
+
+
+class ServerUnavailable(PolicyCallError):
+    """The policy's server failed too many calls in a row (its circuit breaker is open).
+
+    Not about one episode: the runner stops the run, keeps what is finished and says how to
+    resume once the server is back.
+    """
+
+    def __init__(self, message: str, **kwargs: object) -> None:
+        kwargs.setdefault("transient", True)
+        super().__init__(message, **kwargs)  # type: ignore[arg-type]
 
 
 class ConfigError(AgentEnvError, ValueError):

@@ -12,15 +12,19 @@ A check is graded in one of three ways, and never in the candidate's process:
   expressions, with their arguments, are sent to the child, which returns each result as plain
   data (see :mod:`agentenv.sandbox._wire`). The rest of the assertion, expected values included,
   is evaluated here with the returned values substituted, restricted to a small set of trusted
-  builtins, and with ``==``/``!=``/``in``/``not in`` replaced by :func:`strict_equal` (same
-  exact type, no subclasses, element-wise containers, floats within ``float_tolerance`` when the
-  task gives one). Anything that is not plain data fails the check ("returned a Foo, expected
-  int"). Builtin names in the assertion (``abs``, ``sorted``, ``len``...) are the trusted
-  side's own, so a candidate that redefines them gains nothing; only an assertion that never
-  calls anything else (MBPP's ``assert sum(10, 15) == 6`` for a task *about* ``sum``) sends
-  those calls to the child. An assertion that calls a name the task's setup code defines (a
-  helper such as HumanEval's ``poly``) is not decomposed: in the child that helper would run
-  after the candidate patched builtins and modules, so it goes to the judge process.
+  builtins, with ``==``/``!=``/``in``/``not in`` compared under the task's ``equality``
+  (:mod:`agentenv.values`: Python's own ``==`` by default, or ``"strict"``: same exact type all
+  the way down; floats within ``float_tolerance`` when the task gives one), and with every
+  operator and builtin call going through budgets, so no candidate value can make this process
+  compute without bound. Anything that is not plain data fails the check ("returned a Foo,
+  expected int"); a value over a budget, or any error while judging, fails the check with a
+  message naming the limit, never an exception. Builtin names in the assertion (``abs``,
+  ``sorted``, ``len``...) are the trusted side's own, so a candidate that redefines them gains
+  nothing; only an assertion that never calls anything else (MBPP's ``assert sum(10, 15) ==
+  6`` for a task *about* ``sum``) sends those calls to the child. An assertion that calls a
+  name the task's setup code defines (a helper such as HumanEval's ``poly``) is not decomposed:
+  in the child that helper would run after the candidate patched builtins and modules, so it
+  goes to the judge process.
 - **stdio** (:class:`~agentenv.tasks.schema.StdioCase`): the child runs the candidate as a
   program with the case's stdin and returns what it wrote to stdout; the expected output never
   leaves this process; the comparison ignores trailing spaces on each line and trailing newlines.
@@ -31,7 +35,9 @@ A check is graded in one of three ways, and never in the candidate's process:
   to the candidate's process and come back as plain data. The judge reports verdicts on a pipe
   of its own; the candidate never sees these checks, their expected values or their helpers,
   and holds nothing a verdict could be written on. Only runs with such checks pay for the judge
-  process.
+  process. The judge compares with Python's ``==`` (floats within ``float_tolerance`` on single
+  ``==``/``!=``), whatever the task's ``equality``: ``"strict"`` applies to the decomposed
+  asserts only.
 
 No verdict comes from the candidate's process, so ``RunResult.graded_in_child`` is always 0
 (the field stays for records written before the judge process existed). Exit codes never
@@ -44,12 +50,22 @@ import ast
 import builtins
 import functools
 import math
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import CodeType
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentenv.tasks.schema import Check, StdioCase
+from agentenv.values import (
+    BudgetExceeded,
+    bounded_repr,
+    contains,
+    equal,
+    guarded_binop,
+    guarded_call,
+    strict_equal,
+)
 
 if TYPE_CHECKING:
     from agentenv.sandbox.result import Failure, FailureKind, RunResult
@@ -82,6 +98,16 @@ _SCOPED = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp
            ast.Await, ast.Yield, ast.YieldFrom)
 
 _V, _EQ, _IN = "_agentenv_value", "_agentenv_equal", "_agentenv_contains"
+_OP, _CALL, _PRIVATE = "_agentenv_op", "_agentenv_call", "_agentenv_private"
+_OPERATORS: dict[type[ast.operator], tuple[str, Any]] = {
+    ast.Add: ("+", operator.add), ast.Sub: ("-", operator.sub), ast.Mult: ("*", operator.mul),
+    ast.Div: ("/", operator.truediv), ast.FloorDiv: ("//", operator.floordiv),
+    ast.Mod: ("%", operator.mod), ast.Pow: ("**", operator.pow),
+    ast.LShift: ("<<", operator.lshift), ast.RShift: (">>", operator.rshift),
+    ast.BitOr: ("|", operator.or_), ast.BitXor: ("^", operator.xor),
+    ast.BitAnd: ("&", operator.and_), ast.MatMult: ("@", operator.matmul),
+}
+_COMPUTE = {symbol: fn for symbol, fn in _OPERATORS.values()}
 
 
 @dataclass(frozen=True)
@@ -264,6 +290,48 @@ class _StrictComparisons(ast.NodeTransformer):
         return ast.copy_location(result, node)
 
 
+class _Budgeted(ast.NodeTransformer):
+    """Routes every operator and call of the trusted expression through the budgets.
+
+    ``a ** b`` becomes ``_agentenv_op("**", a, b)``, ``f(x)`` becomes ``_agentenv_call(f, x)``
+    (see :func:`agentenv.values.guarded_binop` / :func:`~agentenv.values.guarded_call`), a
+    ``{*xs}`` display builds its set through ``set()``, and private attributes (``x.__pow__``)
+    are refused: they are a way around the operators' budgets and no honest check needs them.
+    """
+
+    def visit_BinOp(self, node: ast.BinOp) -> Any:
+        self.generic_visit(node)
+        symbol = _OPERATORS[type(node.op)][0]
+        call = ast.Call(ast.Name(_OP, ast.Load()), [ast.Constant(symbol), node.left, node.right], [])
+        return ast.copy_location(call, node)
+
+    def visit_Call(self, node: ast.Call) -> Any:
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id in (_V, _EQ, _IN):
+            return node
+        call = ast.Call(ast.Name(_CALL, ast.Load()), [node.func, *node.args], node.keywords)
+        return ast.copy_location(call, node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> Any:
+        self.generic_visit(node)
+        if not node.attr.startswith("_"):
+            return node
+        call = ast.Call(ast.Name(_PRIVATE, ast.Load()), [ast.Constant(node.attr)], [])
+        return ast.copy_location(call, node)
+
+    def visit_Set(self, node: ast.Set) -> Any:
+        self.generic_visit(node)
+        if not any(isinstance(e, ast.Starred) for e in node.elts):
+            return node
+        call = ast.Call(ast.Name(_CALL, ast.Load()),
+                        [ast.Name("set", ast.Load()), ast.List(node.elts, ast.Load())], [])
+        return ast.copy_location(call, node)
+
+
+def _private(name: str) -> Any:
+    raise BudgetExceeded(f"the check's trusted part may not use private attributes ({name})")
+
+
 def _decompose(source: str, helpers: frozenset[str] = frozenset(),
                ) -> tuple[tuple[str, ...], CodeType, tuple[tuple[int, CodeType], ...]] | None:
     try:
@@ -288,6 +356,7 @@ def _decompose(source: str, helpers: frozenset[str] = frozenset(),
         return None
     test = decomposer.result
     assert test is not None
+    test = ast.fix_missing_locations(_Budgeted().visit(test))  # the expected side is budgeted too
     expected: list[tuple[int, CodeType]] = []
     for node in ast.walk(test):
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
@@ -322,58 +391,6 @@ def _is_placeholder(node: ast.AST) -> bool:
     return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == _V)
 
 
-# --------------------------------------------------------------------------- strict comparison
-
-def strict_equal(actual: Any, expected: Any, tolerance: float | None = None) -> bool:
-    """Equality that an impostor cannot satisfy.
-
-    Both sides must have the same exact type (``True`` is not ``1``, ``1`` is not ``1.0``, a
-    ``str`` subclass is not a ``str``); containers are compared element by element with the
-    same rule; floats are equal when ``==`` holds, when both are NaN, or when they are within
-    ``tolerance`` (absolute or relative) if one is given.
-    """
-    kind = type(actual)
-    if kind is not type(expected):
-        return False
-    if kind is float:
-        if actual == expected or (math.isnan(actual) and math.isnan(expected)):
-            return True
-        return tolerance is not None and math.isclose(actual, expected, rel_tol=tolerance,
-                                                      abs_tol=tolerance)
-    if kind is list or kind is tuple:
-        return len(actual) == len(expected) and all(
-            strict_equal(a, e, tolerance) for a, e in zip(actual, expected, strict=False))
-    if kind is dict:
-        if len(actual) != len(expected):
-            return False
-        keys = {k: k for k in expected}
-        for key, value in actual.items():
-            if key not in keys or type(keys[key]) is not type(key):
-                return False
-            if not strict_equal(value, expected[key], tolerance):
-                return False
-        return True
-    if kind is set or kind is frozenset:
-        if len(actual) != len(expected):
-            return False
-        members = {m: m for m in expected}
-        return all(m in members and type(members[m]) is type(m) for m in actual)
-    if kind in (type(None), bool, int, str, bytes):
-        return bool(actual == expected)
-    return False
-
-
-def strict_contains(item: Any, container: Any, tolerance: float | None = None) -> bool:
-    """``item in container`` with :func:`strict_equal` for the members."""
-    if type(container) in (str, bytes) and type(item) is type(container):
-        return item in container
-    if type(container) is dict:
-        container = list(container)
-    if type(container) not in (list, tuple, set, frozenset, range):
-        raise TypeError(f"'in' needs a plain container, got {type(container).__name__}")
-    return any(strict_equal(item, member, tolerance) for member in container)
-
-
 # --------------------------------------------------------------------------- judging
 
 def normalise_stdout(text: str) -> str:
@@ -387,10 +404,17 @@ def _clip(text: str, limit: int = 120) -> str:
 
 
 def _short_repr(value: Any) -> str:
+    return bounded_repr(value, 120)
+
+
+def _describe_error(exc: BaseException) -> str:
+    """``TypeName: message`` of an error raised while judging, bounded; never raises."""
     try:
-        return _clip(repr(value))
-    except RecursionError:  # pragma: no cover - bounded by the wire's depth limit
-        return "<deep value>"
+        text = str(exc)
+    except Exception:
+        text = ""
+    name = type(exc).__name__
+    return _clip(f"{name}: {text}" if text else name, 300)
 
 
 class _Missing(Exception):
@@ -400,9 +424,10 @@ class _Missing(Exception):
 class _CallFailed(Exception):
     """A call raised in the child, or returned something that is not plain data."""
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: str, message: str, j: int | None = None) -> None:
         super().__init__(message)
         self.kind = kind
+        self.j = j
 
 
 def judge(
@@ -416,6 +441,8 @@ def judge(
     stderr: str = "",
     float_tolerance: float | None = None,
     died: str | None = None,
+    equality: str = "python",
+    capped: int | None = None,
     judge_frames: Sequence[Mapping[str, Any]] = (),
     judge_died: str | None = None,
 ) -> RunResult:
@@ -424,8 +451,11 @@ def judge(
     ``frames`` are the candidate process's (values, stdio output, whether it loaded): every
     verdict on them is decided here. ``judge_frames`` are the judge process's verdicts on the
     ``judge`` checks, the only frames a verdict is taken from. ``died``/``judge_died`` say how
-    a process ended when it did not finish (a signal, a limit), for the ``no_result`` messages.
-    Exit codes are never consulted.
+    a process ended when it did not finish (a signal, a limit), for the ``no_result`` messages;
+    ``capped`` is the result channel's byte cap when the run's results reached it (checks that
+    never reported then say so). ``equality`` is ``"python"`` or ``"strict"`` (see
+    :mod:`agentenv.values`). Exit codes are never consulted. Whatever the frames hold, this
+    returns: an error while judging one check fails that check with the error's message.
     """
     from agentenv.sandbox.result import RunResult
 
@@ -461,6 +491,10 @@ def judge(
             why = f" ({judge_died})" if judge_died else ""
             return Failure(cp.index, cp.text, "no_result",
                            f"the judge process ended before reporting this check{why}")
+        if capped is not None:
+            return Failure(cp.index, cp.text, "no_result",
+                           f"this check's result did not arrive: the run's results reached "
+                           f"Limits.max_result_bytes ({capped:,} bytes)")
         why = f" ({died})" if died else ""
         return Failure(cp.index, cp.text, "no_result",
                        f"the candidate's process ended before reporting this check{why}")
@@ -469,24 +503,12 @@ def judge(
     passed: list[int] = []
     for cp in plan.checks:
         failure: Failure | None
-        if cp.mode == "stdio":
-            failure = _judge_stdio(cp, stdio.get(cp.index), missing)
-        elif load is None:
-            failure = missing(cp)
-        elif load.get("ok") is not True:
-            failure = _failure(cp, _kind(load.get("kind")), str(load.get("msg", "")))
-        elif cp.mode == "judge":
-            reported = verdicts.get(cp.index, judge_setup)
-            if reported is None:
-                failure = missing(cp)
-            elif reported.get("ok") is True and reported is not judge_setup:
-                failure = None
-            else:
-                kind = reported.get("kind")
-                failure = _failure(cp, "no_result" if kind == "no_result" else _kind(kind),
-                                   str(reported.get("msg", "")))
-        else:
-            failure = _judge_trusted(cp, calls, float_tolerance, missing)
+        try:
+            failure = _judge_one(cp, load, verdicts, judge_setup, stdio, calls, float_tolerance,
+                                 equality, missing)
+        except Exception as exc:  # a fault of the judge on this value: that check fails, no more
+            failure = _failure(cp, "exception", f"the judge could not evaluate this check "
+                                                f"({_describe_error(exc)})")
         if failure is None:
             passed.append(cp.index)
         else:
@@ -496,6 +518,33 @@ def judge(
         isolation=isolation, graded_in_child=0, exec_seconds=exec_seconds,
         stdout=stdout, stderr=stderr, passed_indices=tuple(passed),
     )
+
+
+def _judge_one(cp: CheckPlan, load: Mapping[str, Any] | None,
+               verdicts: Mapping[int, Mapping[str, Any]], judge_setup: Mapping[str, Any] | None,
+               stdio: Mapping[int, Mapping[str, Any]],
+               calls: Mapping[tuple[int, int], Mapping[str, Any]], float_tolerance: float | None,
+               equality: str, missing: Any) -> Failure | None:
+    failure: Failure | None
+    if cp.mode == "stdio":
+        failure = _judge_stdio(cp, stdio.get(cp.index), missing)
+    elif load is None:
+        failure = missing(cp)
+    elif load.get("ok") is not True:
+        failure = _failure(cp, _kind(load.get("kind")), str(load.get("msg", "")))
+    elif cp.mode == "judge":  # the judge process's verdict, or its setup's failure
+        reported = verdicts.get(cp.index, judge_setup)
+        if reported is None:
+            failure = missing(cp)
+        elif reported.get("ok") is True and reported is not judge_setup:
+            failure = None
+        else:
+            kind = reported.get("kind")
+            failure = _failure(cp, "no_result" if kind == "no_result" else _kind(kind),
+                               str(reported.get("msg", "")))
+    else:
+        failure = _judge_trusted(cp, calls, float_tolerance, equality, missing)
+    return failure
 
 
 def _kind(value: Any) -> FailureKind:
@@ -511,16 +560,23 @@ def _failure(cp: CheckPlan, kind: FailureKind, message: str) -> Failure:
     return Failure(cp.index, cp.text, kind, _clip(message, 500))
 
 
-def _decode_value(data: Any) -> Any:
+def _decode_value(data: Any, budget: Any) -> Any:
+    """A call's value from its frame bytes; over a wire budget it is a failed call naming it."""
     # Imported here, not at the top: agentenv.sandbox imports this module.
-    from agentenv.sandbox._wire import decode_value
+    from agentenv.sandbox._wire import ValueBudget, decode_value
 
-    return decode_value(data)
+    try:
+        return decode_value(data, budget)
+    except ValueBudget as exc:
+        raise _CallFailed("budget", str(exc)) from None
 
 
 def _judge_trusted(cp: CheckPlan, calls: Mapping[tuple[int, int], Mapping[str, Any]],
-                   tolerance: float | None, missing: Any) -> Failure | None:
+                   tolerance: float | None, equality: str, missing: Any) -> Failure | None:
+    from agentenv.sandbox._wire import DecodeBudget
+
     values: dict[int, Any] = {}
+    budget = DecodeBudget()  # the values of one check are alive together: they share one budget
 
     def value(j: int) -> Any:
         if j in values:
@@ -529,19 +585,24 @@ def _judge_trusted(cp: CheckPlan, calls: Mapping[tuple[int, int], Mapping[str, A
         if frame is None:
             raise _Missing
         if "v" not in frame:
-            if frame.get("kind") == "type":
-                raise _CallFailed("type", str(frame.get("msg", "object")))
-            raise _CallFailed(_kind(frame.get("kind")), str(frame.get("msg", "")))
+            if frame.get("kind") in ("type", "budget"):
+                raise _CallFailed(str(frame["kind"]), str(frame.get("msg", "object")), j)
+            raise _CallFailed(_kind(frame.get("kind")), str(frame.get("msg", "")), j)
         try:
-            values[j] = _decode_value(frame["v"])
-        except (ValueError, TypeError, OverflowError, RecursionError):
-            raise _CallFailed("exception", "its result arrived malformed") from None
+            values[j] = _decode_value(frame["v"], budget)
+        except _CallFailed as exc:
+            exc.j = j
+            raise
+        except (ValueError, TypeError, OverflowError, RecursionError, MemoryError):
+            raise _CallFailed("malformed", "its result arrived malformed", j) from None
         return values[j]
 
     namespace = {
         "__builtins__": _SAFE_BUILTINS, "math": math, _V: value,
-        _EQ: lambda a, e: strict_equal(a, e, tolerance),
-        _IN: lambda a, c: strict_contains(a, c, tolerance),
+        _EQ: lambda a, e: equal(equality, a, e, tolerance),
+        _IN: lambda a, c: contains(equality, a, c, tolerance),
+        _OP: lambda symbol, a, b: guarded_binop(symbol, a, b, _COMPUTE[symbol]),
+        _CALL: guarded_call, _PRIVATE: _private,
     }
     assert cp.program is not None
     try:
@@ -549,16 +610,23 @@ def _judge_trusted(cp: CheckPlan, calls: Mapping[tuple[int, int], Mapping[str, A
     except _Missing:
         return missing(cp)
     except _CallFailed as exc:
-        j = _failing_call(cp, calls)
+        j = exc.j if exc.j is not None else _failing_call(cp, calls)
         call = cp.calls[j] if j is not None else "the call"
         if exc.kind == "type":
             expected = _expected_type(cp, j, namespace)
             wanted = f", expected {expected}" if expected else " (only plain data is accepted)"
             return _failure(cp, "assertion", f"{_clip(call, 80)} returned a {exc}{wanted}")
+        if exc.kind == "budget":
+            return _failure(cp, "assertion",
+                            f"{_clip(call, 80)} returned a value over the judge's budget: {exc}")
+        if exc.kind == "malformed":
+            return _failure(cp, "exception", f"the result of {_clip(call, 80)} arrived malformed")
         return _failure(cp, "exception" if exc.kind == "assertion" else _kind(exc.kind),
                         f"{_clip(call, 80)} raised {exc}")
+    except BudgetExceeded as exc:
+        return _failure(cp, "assertion", f"over the judge's budget: {_clip(str(exc), 300)}")
     except Exception as exc:  # the trusted expression failed on the returned values
-        return _failure(cp, "exception", f"{type(exc).__name__}: {exc}")
+        return _failure(cp, "exception", _describe_error(exc))
     if ok:
         return None
     got = "; ".join(f"{_clip(cp.calls[j], 60)} returned {_short_repr(v)}"

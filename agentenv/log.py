@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import structlog
+if TYPE_CHECKING:  # pragma: no cover
+    import structlog
 
 __all__ = ["configure_logging", "get_logger"]
 
@@ -40,8 +41,12 @@ class EventLogger:
 
     def _emit(self, level: str, event: str, values: dict[str, Any]) -> None:
         fields = {**self._context, **values}
-        if structlog.is_configured():
-            getattr(structlog.get_logger(self._name), level)(event, **fields)
+        # structlog is imported only by whoever configures it (configure_logging, the
+        # application, structlog.testing): if it is not loaded, it cannot be configured, and
+        # ``import agentenv`` does not pay for it.
+        loaded = sys.modules.get("structlog")
+        if loaded is not None and loaded.is_configured():
+            getattr(loaded.get_logger(self._name), level)(event, **fields)
             return
         std = logging.getLogger(self._name)
         numeric = _LEVELS.get(level, logging.ERROR)
@@ -86,6 +91,8 @@ def get_logger(name: str = "agentenv") -> EventLogger:
 
 def configure_logging(level: str = "warning", json: bool = False) -> None:
     """Route structlog events at ``level`` or above to stderr, as key=value lines or JSON."""
+    import structlog
+
     try:
         numeric = _LEVELS[level.lower()]
     except KeyError:

@@ -28,8 +28,11 @@ __all__ = [
 
 Outcome = Literal["no_code", "syntax_error", "runtime_error", "timeout", "wrong_answer", "pass"]
 OUTCOMES: tuple[str, ...] = ("no_code", "syntax_error", "runtime_error", "timeout", "wrong_answer", "pass")
-# "single_step" ends every CodingEnv episode; the others are MultiTurnCodingEnv's stop reasons.
-STOP_REASONS: tuple[str, ...] = ("solved", "max_turns", "token_budget", "single_step")
+# "single_step" ends every CodingEnv episode; "solved", "max_turns" and "token_budget" are
+# MultiTurnCodingEnv's; "context_length" and "policy_error" end an episode of either kind whose
+# model call the server rejected (the rollout loop sets them, keeping the turns graded so far).
+STOP_REASONS: tuple[str, ...] = ("solved", "max_turns", "token_budget", "single_step",
+                                 "context_length", "policy_error")
 
 
 class Completion(str):
@@ -171,7 +174,8 @@ class TurnRecord:
 class Trajectory:
     """One episode: the task, the settings, a TurnRecord per step and how it ended.
 
-    ``stop_reason`` is "solved", "max_turns", "token_budget" or "single_step"; ``None`` while
+    ``stop_reason`` is "solved", "max_turns", "token_budget" or "single_step", or
+    "context_length"/"policy_error" when the server rejected a model call; ``None`` while
     the episode is running. ``template_ids`` maps each template used ("system", "task",
     "feedback") to ``name@contenthash`` so prompt experiments can be told apart.
     ``decided_by`` says which tests decided termination ("checks": the hidden checks).
@@ -207,8 +211,8 @@ class Trajectory:
 
     @property
     def truncated(self) -> bool:
-        """Ended by a limit (turns or tokens) before the task was solved."""
-        return self.stop_reason in ("max_turns", "token_budget")
+        """Ended by a limit (turns, tokens, the model's context) before the task was solved."""
+        return self.stop_reason in ("max_turns", "token_budget", "context_length", "policy_error")
 
     @property
     def solved_turn(self) -> int | None:

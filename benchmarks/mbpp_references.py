@@ -88,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def score(task: Task) -> RunResult:
         return run_tests(task.reference_solution or "", task.checks, args.timeout,
-                         setup_code=task.setup_code, float_tolerance=task.float_tolerance)
+                         setup_code=task.setup_code, float_tolerance=task.float_tolerance,
+                         equality=task.equality, prelude=task.prelude)
 
     with ThreadPoolExecutor(max_workers=args.workers) as pool:
         results = list(pool.map(score, tasks))

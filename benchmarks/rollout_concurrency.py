@@ -1,6 +1,7 @@
 """Rollout throughput against a latency-bound model server, at concurrency 1, 8 and 64.
 
-    python benchmarks/rollout_concurrency.py [--episodes 64] [--latency 0.1] [--repeats 2]
+    python benchmarks/rollout_concurrency.py [--episodes 64] [--latency 0.1] [--repeats 3]
+        [--concurrency 1,8,64] [--transports aiohttp,sdk]
 
 A local OpenAI-compatible server (``python -m agentenv.testing``, in its own process like a
 real inference server) answers every request after a fixed latency (100 ms by default), so the
@@ -15,6 +16,11 @@ seconds at concurrency ``c``. Two settings are measured:
   the CPU seconds that grading takes spread over the sandbox's worker pool (measured here on the
   same submissions). On a 2-core machine that, not the model, bounds concurrency 64.
 
+Every point is measured for each of ``--transports`` (OpenAIPolicy's async HTTP clients), in
+one run against the same server, interleaved repeat by repeat; the first transport is the
+baseline, and each table prints the others' throughput as a ratio of it. The median over the
+repeats is reported (the best is printed too).
+
 Prints one table per setting (time, episodes/s, ideal, % of ideal) and the sandbox bound.
 """
 
@@ -24,6 +30,7 @@ import argparse
 import contextlib
 import math
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -92,31 +99,43 @@ def sandbox_bound(tasks: Sequence[Task], samples: int) -> float:
     return time.perf_counter() - started
 
 
-TRANSPORT = "auto"
+TRANSPORTS: list[str] = ["aiohttp"]
+
+
+def one_run(tasks: Sequence[Task], samples: int, url: str, concurrency: int, env_factory: Any,
+            transport: str) -> float:
+    policy = OpenAIPolicy("bench", base_url=url, max_retries=0, timeout=30.0, transport=transport)
+    config = RolloutConfig(mode="multi_turn", max_turns=1, samples=samples, concurrency=concurrency,
+                           model=None)
+    started = time.perf_counter()
+    result = run_rollouts(tasks, policy, config, env_factory=env_factory)
+    elapsed = time.perf_counter() - started
+    if result.errors or len(result.trajectories) != len(tasks) * samples:
+        raise SystemExit(f"benchmark run failed ({transport}): {result.errors[:1]}")
+    return elapsed
 
 
 def measure(tasks: Sequence[Task], samples: int, url: str, concurrency: int, env_factory: Any,
-            repeats: int) -> float:
-    """Best wall time over ``repeats`` runs of every episode at ``concurrency``."""
-    best = math.inf
+            repeats: int) -> dict[str, tuple[float, float]]:
+    """(median, best) wall time per transport over ``repeats`` runs of every episode,
+    the transports taking turns so that drift on a shared machine hits them alike."""
+    times: dict[str, list[float]] = {t: [] for t in TRANSPORTS}
     for _ in range(repeats):
-        policy = OpenAIPolicy("bench", base_url=url, max_retries=0, timeout=30.0, transport=TRANSPORT)
-        config = RolloutConfig(mode="multi_turn", max_turns=1, samples=samples, concurrency=concurrency,
-                               model=None)
-        started = time.perf_counter()
-        result = run_rollouts(tasks, policy, config, env_factory=env_factory)
-        elapsed = time.perf_counter() - started
-        if result.errors or len(result.trajectories) != len(tasks) * samples:
-            raise SystemExit(f"benchmark run failed: {result.errors[:1]}")
-        best = min(best, elapsed)
-    return best
+        for transport in TRANSPORTS:
+            times[transport].append(one_run(tasks, samples, url, concurrency, env_factory, transport))
+    return {t: (statistics.median(v), min(v)) for t, v in times.items()}
 
 
-def table(title: str, rows: list[tuple[int, float, float]], episodes: int) -> str:
-    lines = [title, f"{'concurrency':>11}  {'seconds':>8}  {'episodes/s':>10}  {'ideal/s':>8}  {'% of ideal':>10}"]
-    for c, seconds, ideal_seconds in rows:
-        lines.append(f"{c:>11}  {seconds:>8.3f}  {episodes / seconds:>10.1f}  "
-                     f"{episodes / ideal_seconds:>8.1f}  {100 * ideal_seconds / seconds:>9.1f}%")
+def table(title: str, rows: list[tuple[int, dict[str, tuple[float, float]], float]], episodes: int) -> str:
+    base = TRANSPORTS[0]
+    lines = [title, f"{'concurrency':>11}  {'transport':>9}  {'median s':>8}  {'best s':>7}  "
+                    f"{'episodes/s':>10}  {'ideal/s':>8}  {'% of ideal':>10}  {'vs ' + base:>12}"]
+    for c, by_transport, ideal_seconds in rows:
+        for transport, (median, best) in by_transport.items():
+            ratio = by_transport[base][0] / median
+            lines.append(f"{c:>11}  {transport:>9}  {median:>8.3f}  {best:>7.3f}  {episodes / median:>10.1f}  "
+                         f"{episodes / ideal_seconds:>8.1f}  {100 * ideal_seconds / median:>9.1f}%  "
+                         f"{ratio:>11.2f}x")
     return "\n".join(lines)
 
 
@@ -124,13 +143,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--episodes", type=int, default=64, help="episodes per measurement (default 64)")
     parser.add_argument("--latency", type=float, default=0.1, help="server latency in seconds (default 0.1)")
-    parser.add_argument("--repeats", type=int, default=2, help="runs per point; the best is kept")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per point; the median is reported")
     parser.add_argument("--skip-sandbox", action="store_true", help="only the policy-bound setting")
-    parser.add_argument("--transport", choices=("auto", "lean", "sdk"), default="auto",
-                        help="OpenAIPolicy's async HTTP client (auto = lean for this http:// server)")
+    parser.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)),
+                        help="comma-separated concurrency levels (default 1,8,64)")
+    parser.add_argument("--transports", default="aiohttp,sdk",
+                        help="OpenAIPolicy async clients to compare, the first is the baseline "
+                             "(default aiohttp,sdk)")
+    parser.add_argument("--no-long-run", action="store_true", help="skip the 4x-episodes run")
     args = parser.parse_args(argv)
-    global TRANSPORT
-    TRANSPORT = args.transport
+    TRANSPORTS[:] = [t.strip() for t in args.transports.split(",") if t.strip()]
+    levels = [int(c) for c in args.concurrency.split(",")]
 
     from agentenv.log import configure_logging
 
@@ -143,33 +166,35 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--episodes {args.episodes} needs more than {len(all_tasks)} x {samples} episodes")
     episodes = len(tasks) * samples
     print(f"{episodes} one-call episodes ({len(tasks)} tasks x {samples} samples), server latency "
-          f"{args.latency * 1000:.0f} ms, {os.cpu_count()} cores, best of {args.repeats}, "
-          f"transport {args.transport}")
+          f"{args.latency * 1000:.0f} ms, {os.cpu_count()} cores, median of {args.repeats}, "
+          f"transports {', '.join(TRANSPORTS)}")
 
     with model_server(args.latency) as url:
         # Warm-up: tokenizer, HTTP client, sandbox pool.
         measure(tasks[:2], 1, url, 2, sandbox_env, 1)
         rows = []
-        for c in CONCURRENCY:
+        for c in levels:
             ideal = math.ceil(episodes / c) * args.latency
             rows.append((c, measure(tasks, samples, url, c, stub_env, args.repeats), ideal))
         print()
         print(table("policy-bound (grading stubbed): the runner against the latency ideal", rows, episodes))
-        at_64 = rows[-1][2] / rows[-1][1]
-        print(f"concurrency 64 reaches {100 * at_64:.1f}% of ideal (target >= 80%): "
-              f"{'met' if at_64 >= 0.8 else 'NOT met'}")
-        # The same at 4x the episodes: one-off costs (building the pooled envs, opening
-        # connections) are paid in the first round only, as in any long run.
-        long_run = measure(tasks, 4 * samples, url, 64, stub_env, args.repeats)
-        ideal = math.ceil(4 * episodes / 64) * args.latency
-        print(f"over {4 * episodes} episodes at concurrency 64: {long_run:.3f} s, "
-              f"{4 * episodes / long_run:.1f} episodes/s, {100 * ideal / long_run:.1f}% of ideal")
+        for transport, (median, _best) in rows[-1][1].items():
+            reached = rows[-1][2] / median
+            print(f"{transport} at concurrency {rows[-1][0]} reaches {100 * reached:.1f}% of ideal "
+                  f"(target >= 80%): {'met' if reached >= 0.8 else 'NOT met'}")
+        if not args.no_long_run:
+            # The same at 4x the episodes: one-off costs (building the pooled envs, opening
+            # connections) are paid in the first round only, as in any long run.
+            ideal = math.ceil(4 * episodes / 64) * args.latency
+            print()
+            print(table(f"over {4 * episodes} episodes", [(64, measure(
+                tasks, 4 * samples, url, 64, stub_env, args.repeats), ideal)], 4 * episodes))
         if args.skip_sandbox:
             return 0
 
         bound = sandbox_bound(tasks, samples)
         rows = []
-        for c in CONCURRENCY:
+        for c in levels:
             ideal = max(math.ceil(episodes / c) * args.latency, bound)
             rows.append((c, measure(tasks, samples, url, c, sandbox_env, args.repeats), ideal))
         print()

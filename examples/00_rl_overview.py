@@ -29,7 +29,9 @@ def main() -> None:
         obs, reward, done, info = env.step(guess)
         steps += 1
         ret += reward
-        if not done:
+        if done:
+            print(f"  guess {guess:>3} -> hit")
+        else:
             print(f"  guess {guess:>3} -> secret is in [{obs['low']}, {obs['high']}]")
     print(f"solved in {steps} guesses, secret was {info['secret']}, return={ret}")
 

@@ -9,6 +9,7 @@ Run: python examples/02_sandbox.py
 
 from __future__ import annotations
 
+import textwrap
 import time
 
 from agentenv import run_tests
@@ -32,7 +33,9 @@ def main() -> None:
         r = run_tests(code_str, checks, timeout=2.0)
         elapsed = time.perf_counter() - start
         first = f"[{r.failures[0].kind}] {r.failures[0].message}" if r.failures else ""
-        print(f"{label:<14} {r.fraction:>8.2f} {r.timed_out!s:>9} {elapsed:>7.2f}  {first[:60]}")
+        # Shortened at a word boundary, never mid-word.
+        print(f"{label:<14} {r.fraction:>8.2f} {r.timed_out!s:>9} {elapsed:>7.2f}  "
+              f"{textwrap.shorten(first, width=72, placeholder=' …')}")
     print(f"\nisolation level here: {r.isolation}")
 
 

@@ -14,7 +14,7 @@ Run one of:
                                                                         # vLLM / Ollama / llama.cpp
     python examples/05_real_policy.py --demo                           # offline: a local stand-in model
 
-Without a key or a --base-url it explains what to set and exits.
+Without a key or a --base-url it explains what to set and exits with code 2.
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging("warning")
 
     if not args.demo and not args.base_url and not os.environ.get("OPENAI_API_KEY"):
-        print(HOW_TO)
-        return 0
+        print(HOW_TO, file=sys.stderr)
+        return 2  # nothing ran: a script chaining this example must not take it for success
 
     with demo_server() if args.demo else contextlib.nullcontext(args.base_url) as base_url:
         policy = OpenAIPolicy(args.model, base_url=base_url, temperature=args.temperature)

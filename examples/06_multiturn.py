@@ -46,7 +46,7 @@ def walkthrough_episode(policy: Policy, tasks: Sequence[Task], idx: int, max_tur
     """One episode with the walk-through's loop, printing what each turn saw and earned."""
     env = MultiTurnCodingEnv(tasks=tasks, max_turns=max_turns, seed=0)
     obs = env.reset(task_index=idx)
-    print(f"task {obs['task_name']!r}: {obs['turns_left']} turns, "
+    print(f"task {obs['task_name']!r}: up to {obs['turns_left']} turns, "
           f"{obs['tokens_used']} tokens in the opening messages")
     done = False
     while not done:
@@ -56,7 +56,9 @@ def walkthrough_episode(policy: Policy, tasks: Sequence[Task], idx: int, max_tur
               f"passed={info['passed']}/{info['total']} outcome={info['outcome']}")
         if not done:  # what the policy reads next, as the last user message
             print("    feedback:\n" + "\n".join("      | " + line for line in obs["feedback"].splitlines()))
-    print(f"  -> stop_reason={info['stop_reason']} terminated={info['terminated']} "
+    used = f"{info['turn']} of {max_turns} turn(s)"
+    print(f"  -> {'solved' if info['terminated'] else 'not solved'} after {used}: "
+          f"stop_reason={info['stop_reason']} terminated={info['terminated']} "
           f"truncated={info['truncated']} tokens_used={obs['tokens_used']}")
     assert env.trajectory is not None
     return env.trajectory
@@ -141,7 +143,7 @@ def main() -> None:
     parser.add_argument("--demo", action="store_true",
                         help="also run a local stand-in model over HTTP (offline)")
     args = parser.parse_args()
-    configure_logging("error")  # the offline tokenizer fallback warning is expected here
+    configure_logging("warning")
     tasks = TASKS
 
     print("== the walk-through's loop, scripted policy ==")

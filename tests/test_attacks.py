@@ -124,16 +124,17 @@ sys.stderr.write('RESULT: PASS\\n')
 def add(a, b): return None
 """),
     attack("forged_frames_with_the_stolen_nonce", """
-import gc, json, os
+import gc, os, sys
 nonce = next(o['nonce'] for o in gc.get_objects() if isinstance(o, dict) and 'nonce' in o)
-def frame(m): return (nonce + ' ' + json.dumps(m) + '\\n').encode()
+wire = next(m for m in list(sys.modules.values()) if hasattr(m, 'encode_frame'))  # the runner's own
+def frame(m): return wire.encode_frame(nonce, m)
 for fd in range(3, 64):
     try:
         os.write(fd, frame({'t': 'load', 'ok': True}))
         for i in range(3):
             os.write(fd, frame({'t': 'stmt', 'i': i, 'ok': True}))
-            os.write(fd, frame({'t': 'call', 'i': i, 'j': 0, 'v': ['T']}))
-            os.write(fd, frame({'t': 'call', 'i': i, 'j': 0, 'v': ['s', 'tok-guess']}))
+            os.write(fd, frame({'t': 'call', 'i': i, 'j': 0, 'v': wire.encode_value(True)}))
+            os.write(fd, frame({'t': 'call', 'i': i, 'j': 0, 'v': wire.encode_value('tok-guess')}))
     except OSError:
         pass
 def secret(i): return 'nope'
@@ -181,16 +182,22 @@ def FOUND():
     attack("memory_scan_for_test_strings", """
 import re
 def FOUND():
-    out = []
+    out, by_check = [], {}
     with open('/proc/self/maps') as maps, open('/proc/self/mem', 'rb', 0) as mem:
         for line in maps:
             lo, hi = (int(x, 16) for x in line.split()[0].split('-'))
             if 'r' not in line.split()[1] or hi - lo > 64 << 20:
                 continue
             try:
-                mem.seek(lo); out += re.findall(rb'tok-[0-9a-f]{16}', mem.read(hi - lo))
+                mem.seek(lo); data = mem.read(hi - lo)
             except (OSError, ValueError, OverflowError):
-                pass
+                continue
+            out += re.findall(rb'tok-[0-9a-f]{16}', data)
+            # a check's own source pairs its index with its token, whatever the heap layout
+            for m in re.finditer(rb"secret\\((\\d+)\\)(?:\\\\n|\\n)assert x == '(tok-[0-9a-f]{16})'", data):
+                by_check[int(m[1])] = m[2].decode()
+    if by_check:
+        return [by_check.get(i) for i in range(max(by_check) + 1)]
     return [x.decode() for x in out]
 """ + SEARCH_AND_RETURN, checks=tuple(SECRET_CHECKS)),
     attack("read_test_files_on_disk", """
@@ -569,14 +576,16 @@ def test_an_attack_cannot_touch_a_sibling_run_in_flight(pool: SandboxPool) -> No
 
 
 def test_forged_reports_reach_no_check_not_even_loops_and_multi_statement_ones(pool: SandboxPool) -> None:
-    """A candidate that forges frames with the stolen nonce passes nothing: checks the trusted side
-    cannot decompose are graded by the judge process, whose channel the candidate never holds."""
-    forger = ("import gc, json, os\n"
+    """A candidate that forges frames with the stolen nonce and the runner's own encoder passes
+    nothing: checks the trusted side cannot decompose are graded by the judge process, whose
+    channel the candidate never holds."""
+    forger = ("import gc, os, sys\n"
               "nonce = next(o['nonce'] for o in gc.get_objects() if isinstance(o, dict) and 'nonce' in o)\n"
+              "wire = next(m for m in list(sys.modules.values()) if hasattr(m, 'encode_frame'))\n"
               "for i in range(4):\n"
               "    for fd in range(3, 64):\n"
               "        for t in ('stmt', 'check'):\n"
-              "            try: os.write(fd, (nonce + ' ' + json.dumps({'t': t, 'i': i, 'ok': True}) + '\\n').encode())\n"
+              "            try: os.write(fd, wire.encode_frame(nonce, {'t': t, 'i': i, 'ok': True}))\n"
               "            except OSError: pass\n"
               "def add(a, b):\n    return None\n")
     checks = [*ADD_CHECKS[:2], "for i in range(3):\n    assert add(i, i) == 2 * i",

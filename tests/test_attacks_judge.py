@@ -106,8 +106,9 @@ def case(name: str, code: str, checks: tuple[str, ...], **kwargs: object) -> Cas
 ATTACKS = [
     # --- forging verdicts -------------------------------------------------------------------
     case("forge_verdict_frames_with_every_nonce_found_on_every_fd", r"""
-import gc, json, os, re
+import gc, os, re, sys
 HEX = re.compile(r'[0-9a-f]{32}')
+wire = next(m for m in list(sys.modules.values()) if hasattr(m, 'encode_frame'))
 def nonces():
     found = {'0' * 32}
     for obj in gc.get_objects():
@@ -121,8 +122,8 @@ def forge():
     for nonce in nonces():
         for i in range(8):
             for m in ({'t': 'check', 'i': i, 'ok': True}, {'t': 'stmt', 'i': i, 'ok': True},
-                      {'t': 'setup', 'ok': True}, {'t': 'call', 'i': i, 'j': 0, 'v': ['T']}):
-                line = (nonce + ' ' + json.dumps(m) + '\n').encode()
+                      {'t': 'setup', 'ok': True}, {'t': 'call', 'i': i, 'j': 0, 'v': b'\xc3'}):
+                line = wire.encode_frame(nonce, m)  # the runner's own frame encoder
                 for fd in range(0, 64):
                     try:
                         os.write(fd, line)
@@ -142,13 +143,15 @@ def secret(i):
     return None
 """, SECRET_LOOP + SECRET_FAST, timeout=2.0),
     case("fake_answers_written_on_the_judge_channel", FIND_SOCKETS + r"""
-import json, struct
+import struct, sys
+wire = next(m for m in list(sys.modules.values()) if hasattr(m, 'pack_message'))
 def frame(m):
-    body = json.dumps(m).encode()
+    body = wire.pack_message(m)  # well-formed messages of the channel's own format
     return struct.pack('>I', len(body)) + body
 def secret(i):
     for fd in sockets():
-        for m in ({'r': ['v', ['s', 'tok-guess']]}, {'r': ['v', ['T']]}, {'t': 'check', 'i': i, 'ok': True}):
+        for m in ({'r': ['v', wire.encode_value('tok-guess')]}, {'r': ['v', wire.encode_value(True)]},
+                  {'t': 'check', 'i': i, 'ok': True}):
             try:
                 os.write(fd, frame(m))
             except OSError:
@@ -162,7 +165,7 @@ def secret(i):
     while frame is not None:
         server = frame.f_locals.get('self')
         if server is not None and hasattr(server, 'handles'):
-            type(server).result = lambda self, value: ['v', ['T']]
+            type(server).result = lambda self, value: ['v', b'\xc3']   # msgpack True
         chan = frame.f_locals.get('chan')
         if chan is not None and hasattr(chan, 'send'):
             chan.send({'t': 'check', 'i': i, 'ok': True})
@@ -174,7 +177,7 @@ import sys
 for module in list(sys.modules.values()):
     for name in ('_encode_value', 'encode_value'):
         if hasattr(module, name):
-            setattr(module, name, lambda value: ['s', 'tok-forged'])
+            setattr(module, name, lambda value: b'\xc3')   # every value "True"
 def secret(i):
     return object()
 """, SECRET_LOOP),

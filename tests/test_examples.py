@@ -13,12 +13,15 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-def run_example(name: str) -> str:
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
+def run_example(name: str, expect: int = 0) -> str:
+    """Run an example offline; it exits with ``expect`` and writes no warning or traceback."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
     proc = subprocess.run([sys.executable, str(EXAMPLES / name)], capture_output=True, text=True,
                           timeout=240, env=env, cwd=EXAMPLES.parent)
-    assert proc.returncode == 0, f"{name} failed:\n{proc.stdout}\n{proc.stderr}"
-    return proc.stdout
+    assert proc.returncode == expect, f"{name} failed:\n{proc.stdout}\n{proc.stderr}"
+    assert "Traceback" not in proc.stderr and "warning" not in proc.stderr.lower(), proc.stderr
+    return proc.stdout if expect == 0 else proc.stderr
 
 
 def test_every_example_is_listed_in_order() -> None:
@@ -30,7 +33,11 @@ def test_every_example_is_listed_in_order() -> None:
 def test_00_prints_a_solved_episode_and_compares_policies() -> None:
     """The toy prints 'solved in N guesses, secret was S, return=1.0' and the random policy is slower."""
     out = run_example("00_rl_overview.py")
-    assert re.search(r"solved in \d+ guesses, secret was \d+, return=1\.0", out)
+    solved = re.search(r"solved in (\d+) guesses, secret was (\d+), return=1\.0", out)
+    assert solved
+    guesses = re.findall(r"^  guess +(\d+) ->", out, re.MULTILINE)
+    assert len(guesses) == int(solved.group(1))  # every guess counted is listed
+    assert guesses[-1] == solved.group(2) and out.count("-> hit") == 1
     means = [float(m) for m in re.findall(r"mean ([\d.]+) guesses", out)]
     assert len(means) == 2 and means[0] < means[1]
 
@@ -50,6 +57,9 @@ def test_02_sandbox_cases_score_as_the_walkthrough_says() -> None:
     assert got == {"correct": "1.00", "wrong": "0.00", "crashes": "0.00", "syntax error": "0.00",
                    "infinite loop": "0.00"}
     assert re.search(r"^infinite loop\s+0\.00\s+True", out, re.MULTILINE)
+    # A long failure message is shortened at a word and says so, never cut mid-word.
+    syntax = re.search(r"^syntax error .*$", out, re.MULTILINE)
+    assert syntax and ("SyntaxError: expected ':'" in syntax.group(0) or syntax.group(0).endswith(" …"))
 
 
 def test_03_dense_climbs_sparse_collapses_and_hack_earns_partial_credit() -> None:
@@ -72,10 +82,10 @@ def test_04_shows_the_spread_and_solves_humaneval_zero() -> None:
     assert re.search(r"reward=1\.0 done=True", out)
 
 
-def test_05_explains_what_to_set_without_a_key() -> None:
-    """With no OPENAI_API_KEY and no --base-url the real-policy example says what to set."""
-    out = run_example("05_real_policy.py")
-    assert "OPENAI_API_KEY" in out and "--base-url" in out
+def test_05_explains_what_to_set_without_a_key_and_exits_2() -> None:
+    """With no OPENAI_API_KEY and no --base-url it says what to set, on stderr, and fails."""
+    err = run_example("05_real_policy.py", expect=2)
+    assert "OPENAI_API_KEY" in err and "--base-url" in err
 
 
 @pytest.mark.timeout(300)
@@ -87,3 +97,7 @@ def test_06_multiturn_revision_beats_best_of_one_offline() -> None:
     best_of_one, multi_turn = float(found.group(1)), float(found.group(2))
     assert multi_turn > best_of_one
     assert re.search(r"solved by turn 3: (\d+)/\1", out)  # every task repaired offline
+    # The walk-through's episode says "up to" its turn limit and how many turns it took.
+    assert "'add': up to 3 turns" in out
+    taken = re.search(r"-> solved after (\d) of 3 turn\(s\)", out)
+    assert taken and out.count("  turn ", 0, out.index("-> solved")) == int(taken.group(1))

@@ -1,4 +1,4 @@
-"""Grading policy without processes: check decomposition, strict comparison, the wire format, judging."""
+"""Grading policy without processes: check decomposition, comparison, the wire format, judging."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from agentenv.sandbox._wire import (
     MAX_DEPTH,
     NotPlainData,
     decode_value,
+    decode_value_pure,
     encode_frame,
     encode_value,
     parse_frames,
@@ -159,10 +160,12 @@ def test_subclasses_never_equal_their_base_even_if_they_claim_to() -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(plain_values())
-def test_plain_values_round_trip_through_json_exactly(value) -> None:
-    """encode -> JSON text -> decode rebuilds the value with the same exact types."""
-    decoded = decode_value(json.loads(json.dumps(encode_value(value))))
-    assert strict_equal(decoded, value)
+def test_plain_values_round_trip_through_the_wire_exactly(value) -> None:
+    """encode -> bytes -> decode (msgpack's C path and the pure-Python one) rebuilds the same value."""
+    data = encode_value(value)
+    assert type(data) is bytes
+    assert strict_equal(decode_value(data), value)
+    assert strict_equal(decode_value_pure(data), value)
 
 
 @pytest.mark.parametrize("value", [
@@ -172,8 +175,8 @@ def test_plain_values_round_trip_through_json_exactly(value) -> None:
     [1, 2, object()],
     {"k": type("MyList", (list,), {})()},
     range(3),
-    1j,
     bytearray(b"x"),
+    type("MyDict", (dict,), {})(),
 ])
 def test_anything_but_exact_plain_data_is_refused(value) -> None:
     """Subclasses, custom objects and other builtins do not cross the boundary."""
@@ -209,22 +212,32 @@ def test_cyclic_and_very_deep_values_are_refused() -> None:
 
 
 @pytest.mark.parametrize("data", [
-    [], ["?"], ["i"], ["i", 5], ["l", "notalist"], ["S", [["l", []]]], ["d", [[["l", []], ["n"]]]],
-    ["d", [["n"]]], "cos", {"__reduce__": ["os.system", "true"]}, ["x", "y", "z"],
+    b"", b"\xc1", b"\x92\x01", b"\xd4\x63\x00", b"\xc7\x01\x03\x91",  # empty, reserved, short, bad ext
+    b"\x81\x91\x01\xc0",  # a dict keyed by a list
+    b"\xc7\x03\x03\x91\x90",  # a set holding a list (unhashable)
+    b"\x01\x02",  # trailing bytes
+    b"\xd5\x06\x00\x69\x01",  # a typed array whose length is not a whole number of items
+    b"\xc7\x04\x0b\x91\x81\x01\x02", b"\xc7\x02\x0b\x91\x80",  # records holding a map
+    b"\xc7\x04\x0b\x91\x91\xd4\x05",  # records holding an extension
+    b"\xd4\x0b\x01",  # records that are not an array
+    [], "cos", {"__reduce__": ["os.system", "true"]},  # not bytes at all
 ])
 def test_malformed_encodings_raise_value_error(data) -> None:
-    """The decoder only builds builtin values; anything else is a ValueError, never an import or call."""
+    """Both decoders only build plain values; anything else is a ValueError, never an import or call."""
     with pytest.raises(ValueError):
         decode_value(data)
+    with pytest.raises(ValueError):
+        decode_value_pure(data)
 
 
 def test_the_frame_parser_ignores_foreign_lines_and_distrusts_what_follows_garbage() -> None:
     """Lines without the nonce are skipped; a malformed nonce line ends the parse; partial tails drop."""
     good = encode_frame(NONCE, {"t": "load", "ok": True})
-    data = (b"PASS everything\n" + good + b"other-nonce {\"t\": \"done\"}\n"
-            + (NONCE + " {not json\n").encode() + encode_frame(NONCE, {"t": "done"})
-            + (NONCE + ' {"t": "par').encode())
+    data = (b"PASS everything\n" + good + encode_frame("x" * 32, {"t": "done"})
+            + (NONCE + " 3\n\xc1\xc1\xc1\n").encode("latin-1") + encode_frame(NONCE, {"t": "done"}))
     assert parse_frames(data, NONCE) == [{"t": "load", "ok": True}]
+    truncated = good + encode_frame(NONCE, {"t": "done"})[:-2]
+    assert parse_frames(truncated, NONCE) == [{"t": "load", "ok": True}]
 
 
 # ------------------------------------------------------------------ judging

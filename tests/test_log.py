@@ -58,3 +58,28 @@ def test_configured_logging_follows_a_swapped_stderr_and_never_writes_to_a_close
     finally:
         sys.stderr = original
     assert '"event": "two"' in second.getvalue()
+
+
+def test_importing_the_library_loads_neither_structlog_nor_rich() -> None:
+    """Logging and terminal output cost nothing until an application configures or uses them."""
+    code = ("import sys\n"
+            "from agentenv import CodingEnv, MultiTurnCodingEnv, load_tasks, run_tests\n"
+            "import agentenv.integrations.trl\n"
+            "print(sorted(m for m in ('structlog', 'rich') if m in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "[]\n"
+
+
+def test_events_reach_structlog_configured_after_the_logger_was_made() -> None:
+    """A logger created before structlog was imported still routes to it once configured."""
+    code = ("from agentenv.log import get_logger\n"
+            "log = get_logger('agentenv.x')\n"
+            "import structlog\n"
+            "from structlog.testing import capture_logs\n"
+            "with capture_logs() as logs:\n"
+            "    log.warning('late', n=2)\n"
+            "print(logs)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "'event': 'late'" in proc.stdout and "'n': 2" in proc.stdout

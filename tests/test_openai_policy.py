@@ -6,7 +6,8 @@ import asyncio
 import itertools
 import pickle
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TypeVar
 
 import pytest
 
@@ -29,6 +30,7 @@ ADD = Task(
                            "def add(a, b):\n    return abs(a) + abs(b)\n"]},
 )
 SOLUTION = "```python\ndef add(a, b):\n    return a + b\n```"
+T = TypeVar("T")
 OBS = {"prompt": ADD.prompt, "entry_point": "add", "task_name": "add"}
 
 
@@ -46,6 +48,17 @@ def unused_port() -> int:
 def server() -> Iterator[ChatServer]:
     with ChatServer(ScriptedModel([ADD])) as s:
         yield s
+
+
+def closing(policy: OpenAIPolicy, make: Callable[[OpenAIPolicy], Awaitable[T]]) -> T:
+    """Run ``make(policy)`` on a fresh loop, closing the policy's client for that loop after."""
+    async def main() -> T:
+        try:
+            return await make(policy)
+        finally:
+            await policy.aclose()
+
+    return asyncio.run(main())
 
 
 def fast(url: str, **kw: object) -> OpenAIPolicy:
@@ -184,7 +197,7 @@ def test_bad_settings_are_rejected_at_construction() -> None:
         OpenAIPolicy("m", base_url="http://127.0.0.1:9/v1", max_tokens=0)
 
 
-@pytest.mark.parametrize("transport", ["lean", "sdk"])
+@pytest.mark.parametrize("transport", ["aiohttp", "sdk"])
 def test_async_calls_overlap_instead_of_queueing(transport: str) -> None:
     """Eight concurrent acall()s against a 0.3 s server finish far sooner than 8 x 0.3 s."""
     with ChatServer([SOLUTION], latency=0.3) as s:
@@ -203,16 +216,16 @@ def test_async_calls_overlap_instead_of_queueing(transport: str) -> None:
     assert elapsed < 8 * 0.3 * 0.6  # generous: serial would be 2.4 s
 
 
-@pytest.mark.parametrize("transport", ["lean", "sdk"])
+@pytest.mark.parametrize("transport", ["aiohttp", "sdk"])
 def test_async_retries_work_like_sync_ones(transport: str) -> None:
     """acall retries a 429 and returns usage like the sync call."""
     with ChatServer([ChatReply(status=429, retry_after=0), ChatReply(SOLUTION)]) as s:
-        completion = asyncio.run(fast(s.url, transport=transport).acall(OBS))
+        completion = closing(fast(s.url, transport=transport), lambda p: p.acall(OBS))
         assert len(s.chat_requests) == 2
     assert isinstance(completion, Completion) and completion.usage is not None
 
 
-@pytest.mark.parametrize("transport", ["lean", "sdk"])
+@pytest.mark.parametrize("transport", ["aiohttp", "sdk"])
 def test_async_failures_end_in_the_same_errors_as_sync_ones(transport: str) -> None:
     """A 500 that persists, a 400, a 401 and a timeout give the sync path's error types."""
     async def outcome(replies: list[ChatReply], **kw: object) -> BaseException:
@@ -236,38 +249,34 @@ def test_async_failures_end_in_the_same_errors_as_sync_ones(transport: str) -> N
     assert isinstance(bad_request, PolicyCallError) and "too long" in str(bad_request)
     assert isinstance(timeout, PolicyCallError) and "timed out" in str(timeout)
     with ChatServer([SOLUTION], api_key="right") as s, pytest.raises(PolicyError, match="OPENAI_API_KEY"):
-        asyncio.run(fast(s.url, transport=transport, api_key="wrong").acall(OBS))
+        closing(fast(s.url, transport=transport, api_key="wrong"), lambda p: p.acall(OBS))
 
 
-@pytest.mark.parametrize("transport", ["lean", "sdk"])
+@pytest.mark.parametrize("transport", ["aiohttp", "sdk"])
 def test_arun_episode_drives_a_multi_turn_env_with_the_async_client(transport: str) -> None:
     """The async episode loop reaches the same revision as the sync one, on either transport."""
     with ChatServer(ScriptedModel([ADD])) as s:
         env = MultiTurnCodingEnv(tasks=[ADD], max_turns=3, seed=0)
-        trajectory = asyncio.run(arun_episode(env, fast(s.url, transport=transport), task_index=0))
+        trajectory = closing(fast(s.url, transport=transport), lambda p: arun_episode(env, p, task_index=0))
         assert [len(r.messages) for r in s.chat_requests] == [2, 4, 6]
     assert [t.reward for t in trajectory.turns] == [0.0, 0.5, 1.0]
     assert all(t.usage and t.finish_reason == "stop" for t in trajectory.turns)
 
 
-def test_the_lean_transport_is_used_for_plain_http_without_a_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    """auto picks the lean client for http:// servers, the SDK for https:// and behind proxies."""
-    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-    assert OpenAIPolicy("m", base_url="http://127.0.0.1:8000/v1").async_transport == "lean"
-    assert OpenAIPolicy("m", base_url="https://example.invalid/v1").async_transport == "sdk"
+def test_the_async_transport_is_aiohttp_unless_the_sdk_is_asked_for() -> None:
+    """auto means aiohttp for every URL (TLS and proxies included); 'sdk' is the SDK on aiohttp."""
+    assert OpenAIPolicy("m", base_url="http://127.0.0.1:8000/v1").async_transport == "aiohttp"
+    assert OpenAIPolicy("m", base_url="https://example.invalid/v1").async_transport == "aiohttp"
     assert OpenAIPolicy("m", base_url="http://127.0.0.1:8000/v1", transport="sdk").async_transport == "sdk"
-    monkeypatch.setenv("HTTP_PROXY", "http://proxy.invalid:3128")
-    assert OpenAIPolicy("m", base_url="http://10.0.0.5:8000/v1").async_transport == "sdk"
-    with pytest.raises(ConfigError, match="http://"):
-        OpenAIPolicy("m", base_url="https://example.invalid/v1", transport="lean")
+    with pytest.raises(ConfigError, match="transport"):
+        OpenAIPolicy("m", base_url="http://127.0.0.1:8000/v1", transport="carrier-pigeon")
 
 
 @pytest.mark.parametrize(("chunked", "keep_alive"), [(True, True), (False, False)])
-def test_the_lean_transport_reads_chunked_bodies_and_closed_connections(chunked: bool, keep_alive: bool) -> None:
+def test_chunked_bodies_and_closed_connections_are_read(chunked: bool, keep_alive: bool) -> None:
     """Chunked transfer encoding and Connection: close answers are read correctly, call after call."""
     with ChatServer([SOLUTION], chunked=chunked, keep_alive=keep_alive) as s:
-        policy = fast(s.url, transport="lean")
+        policy = fast(s.url)
 
         async def main() -> list[str]:
             try:
@@ -281,13 +290,14 @@ def test_the_lean_transport_reads_chunked_bodies_and_closed_connections(chunked:
 
 def test_a_pooled_connection_the_server_dropped_is_replaced_transparently(unused_port: int) -> None:
     """A keep-alive connection closed while idle (a restarted server) is replaced, not an error."""
-    policy = fast(f"http://127.0.0.1:{unused_port}/v1", transport="lean", max_retries=0)
+    policy = fast(f"http://127.0.0.1:{unused_port}/v1", max_retries=0)
 
     async def main() -> list[str]:
         answers: list[str] = []
         try:
             with ChatServer([SOLUTION], port=unused_port):
                 answers.append(await policy.acall(OBS))
+            await asyncio.sleep(0.1)  # the loop sees the close, as it would mid-run
             with ChatServer([SOLUTION], port=unused_port) as restarted:
                 answers.append(await policy.acall(OBS))  # the pooled connection is dead by now
                 assert len(restarted.chat_requests) == 1
@@ -299,10 +309,10 @@ def test_a_pooled_connection_the_server_dropped_is_replaced_transparently(unused
     assert len(answers) == 2 and all("return a + b" in a for a in answers)
 
 
-def test_the_lean_transport_resolves_a_host_name() -> None:
+def test_a_host_name_is_resolved() -> None:
     """http://localhost:PORT works whichever address family localhost resolves to first."""
     with ChatServer([SOLUTION]) as s:
-        policy = fast(f"http://localhost:{s.port}/v1", transport="lean")
+        policy = fast(f"http://localhost:{s.port}/v1")
 
         async def main() -> str:
             try:
@@ -317,7 +327,7 @@ def test_an_unreachable_server_is_retried_then_reported(unused_port: int) -> Non
     """Connection refused is transient: retried, then a PolicyCallError saying to check the server."""
     policy = fast(f"http://127.0.0.1:{unused_port}/v1", max_retries=1)
     with pytest.raises(PolicyCallError, match="server is up"):
-        asyncio.run(policy.acall(OBS))
+        closing(policy, lambda p: p.acall(OBS))
     with pytest.raises(PolicyCallError, match="server is up"):
         policy(OBS)
 
@@ -354,3 +364,25 @@ def test_the_test_server_records_every_request_and_serves_models() -> None:
             urllib.request.urlopen(f"{s.url}/nothing")
         assert err.value.code == 404
         assert [r.path for r in s.requests] == ["/v1/models", "/v1/nothing"]
+
+
+def test_the_async_client_goes_through_the_environments_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HTTP_PROXY routes requests for an unreachable host through the proxy (here the stand-in
+    server, which answers them); NO_PROXY exempts a host."""
+    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    with ChatServer([SOLUTION]) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
+        policy = fast("http://model-host.invalid:8000/v1", max_retries=0)
+
+        async def main() -> str:
+            try:
+                return await policy.acall(OBS)
+            finally:
+                await policy.aclose()
+
+        assert "return a + b" in asyncio.run(main())
+        assert len(proxy.chat_requests) == 1
+        monkeypatch.setenv("NO_PROXY", "model-host.invalid")
+        with pytest.raises(PolicyCallError, match="could not connect"):
+            asyncio.run(main())

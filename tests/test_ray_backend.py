@@ -44,7 +44,7 @@ class FailsOnOneTask(ScriptedPolicy):
 
     def __call__(self, obs: Any) -> str:
         if obs["task_name"] == TASKS[2].name:
-            raise PolicyCallError("the server kept answering 503")
+            raise PolicyCallError("the server kept answering 503", status=503, transient=True)
         return super().__call__(obs)
 
 
@@ -61,7 +61,8 @@ def test_ray_backend_gives_the_same_episodes_and_rewards_as_local(tmp_path: Path
 
 
 def test_a_failed_call_inside_an_actor_fails_only_that_episode() -> None:
-    """A PolicyCallError raised in a Ray actor comes back as that episode's error; others finish."""
+    """A transient PolicyCallError raised in a Ray actor comes back (still transient) as that
+    episode's error; others finish."""
     result = run_rollouts(TASKS, FailsOnOneTask(TASKS), RolloutConfig(mode="single_step", backend="ray"))
     assert [e.task_name for e in result.errors] == [TASKS[2].name]
     assert "503" in result.errors[0].error and len(result.trajectories) == 3

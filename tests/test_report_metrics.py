@@ -16,7 +16,7 @@ Tokens per episode of T turns: generated 10T; prompts 50 + 30(t-1) per call, so 
 from __future__ import annotations
 
 import pytest
-from report_builders import multi_turn_run, single_step, single_step_run, turn
+from report_builders import multi_turn, multi_turn_run, single_step, single_step_run, turn
 
 from agentenv.records import OUTCOMES, Trajectory, TurnRecord
 from agentenv.report import episode_cost, run_metrics
@@ -44,7 +44,7 @@ def test_overall_metrics_match_the_hand_computed_values() -> None:
 def test_task_rows_hold_each_tasks_own_numbers() -> None:
     """Per-task rows: add is always solved, sort and parse half the time."""
     rows = run_metrics(multi_turn_run())["by_task"]
-    assert list(rows) == ["add", "sort", "parse"]
+    assert list(rows) == ["add", "parse", "sort"]  # name order, whatever the file order
     add, sort, parse = rows["add"], rows["sort"], rows["parse"]
     assert (add["pass@1"], add["solve_rate"], add["repair_rate"], add["mean_reward"]) == (0.5, 1.0, 1.0, 1.0)
     assert add["cumulative_solve_rate"] == [0.5, 1.0, 1.0]
@@ -67,15 +67,24 @@ def test_difficulty_rows_average_their_tasks_and_pool_repairs() -> None:
     assert levels["hard"]["solve_rate"] == 0.5
 
 
-def test_reward_distribution_counts_final_and_first_rewards_in_ten_bins() -> None:
-    """Final rewards 1,1,.5,1,.25,1 and first rewards 1,.5,0,.25,0,0 land in their bins."""
+def test_reward_distribution_counts_final_and_first_rewards_in_bins_centred_on_tenths() -> None:
+    """Final rewards 1,1,.5,1,.25,1 and first rewards 1,.5,0,.25,0,0 land in the bins centred
+    on 0.0, 0.1, ..., 1.0 (a tie such as 0.25 goes up)."""
     dist = run_metrics(multi_turn_run())["reward_distribution"]
-    assert dist["bin_edges"] == approx([i / 10 for i in range(11)])
-    assert dist["final_counts"] == [0, 0, 1, 0, 0, 1, 0, 0, 0, 4]
-    assert dist["first_turn_counts"] == [3, 0, 1, 0, 0, 1, 0, 0, 0, 1]
+    assert dist["bin_edges"] == approx([(i - 0.5) / 10 for i in range(12)])
+    assert dist["final_counts"] == [0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 4]
+    assert dist["first_turn_counts"] == [3, 0, 0, 1, 0, 1, 0, 0, 0, 0, 1]
     assert dist["final"]["mean"] == approx(4.75 / 6)
     assert dist["final"]["median"] == 1.0 and dist["final"]["min"] == 0.25
     assert dist["first_turn"]["median"] == approx(0.125)
+
+
+def test_a_reward_of_0_9_and_a_full_pass_never_share_a_bin() -> None:
+    """0.9 (nine of ten checks) is counted apart from 1.0, despite 0.9 / 0.1 = 8.999..."""
+    episodes = [multi_turn(f"t{i}", [("wrong_answer", 0.9)]) for i in range(3)]
+    episodes.append(multi_turn("t3", [("pass", 1.0)]))
+    counts = run_metrics(episodes)["reward_distribution"]["final_counts"]
+    assert counts[9] == 3 and counts[10] == 1
 
 
 def test_transition_matrix_counts_each_consecutive_pair_of_outcomes() -> None:

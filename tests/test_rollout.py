@@ -13,7 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentenv import CodingEnv, MultiTurnCodingEnv
-from agentenv.errors import ConfigError, EnvStateError, PolicyCallError, PolicyError
+from agentenv.errors import (
+    ConfigError,
+    EnvStateError,
+    PolicyCallError,
+    PolicyError,
+    ServerUnavailable,
+)
 from agentenv.policies import ScriptedPolicy
 from agentenv.records import Trajectory, TurnRecord
 from agentenv.rollout import (
@@ -273,13 +279,14 @@ def test_a_blocking_sync_policy_gets_as_many_threads_as_the_concurrency() -> Non
 
 
 def test_a_failed_model_call_fails_one_episode_and_is_retried_on_resume(tmp_path: Path) -> None:
-    """PolicyCallError marks that episode failed (not written); the others finish; a rerun redoes it."""
+    """A transient PolicyCallError marks that episode failed (not written); the others finish;
+    a rerun redoes it."""
     victim = TASKS[1].name
 
     class Flaky(ScriptedPolicy):
         def __call__(self, obs: Any) -> str:
             if obs["task_name"] == victim:
-                raise PolicyCallError("the server kept answering 503")
+                raise PolicyCallError("the server kept answering 503", status=503, transient=True)
             return super().__call__(obs)
 
     result = run_rollouts(TASKS, Flaky(TASKS), RolloutConfig(), tmp_path)
@@ -289,6 +296,48 @@ def test_a_failed_model_call_fails_one_episode_and_is_retried_on_resume(tmp_path
     retry = CountingPolicy(TASKS)
     again = run_rollouts(TASKS, retry, RolloutConfig(), tmp_path)
     assert again.errors == [] and again.skipped == 3 and len(again.trajectories) == 4
+
+
+def test_a_rejected_call_mid_episode_keeps_the_graded_turns_and_is_not_retried(tmp_path: Path) -> None:
+    """A non-transient PolicyCallError on turn 2 ends that episode with turn 1 kept and
+    stop_reason context_length; it is written, so a resume does not ask again."""
+    victim = TASKS[0].name
+
+    class TooLong(ScriptedPolicy):
+        def __call__(self, obs: Any) -> str:
+            if obs["task_name"] == victim and obs["turn"] == 2:
+                raise PolicyCallError("maximum context length exceeded", status=400, context_length=True)
+            return super().__call__(obs)
+
+    result = run_rollouts(TASKS, TooLong(TASKS), RolloutConfig(max_turns=3), tmp_path)
+    assert result.errors == []
+    cut = next(t for t in result.trajectories if t.task_name == victim)
+    assert cut.stop_reason == "context_length" and len(cut.turns) == 1 and cut.truncated
+    assert "maximum context length" in cut.metadata["policy_error"]
+    assert result.summary["stop_reasons"]["context_length"] == 1
+    again = run_rollouts(TASKS, CountingPolicy(TASKS), RolloutConfig(max_turns=3), tmp_path)
+    assert again.skipped == len(TASKS) and again.trajectories[0].stop_reason == "context_length"
+
+
+def test_an_unavailable_server_stops_the_run_and_a_resume_completes_it(tmp_path: Path) -> None:
+    """ServerUnavailable stops the run: what finished is written, `stopped` says why, and the
+    rerun does only the rest."""
+    calls = {"n": 0}
+
+    class Dying(ScriptedPolicy):
+        def __call__(self, obs: Any) -> str:
+            calls["n"] += 1
+            if calls["n"] > 2:
+                raise ServerUnavailable("the server at http://x stopped answering: 8 consecutive failures")
+            return super().__call__(obs)
+
+    config = RolloutConfig(mode="single_step", concurrency=1)
+    result = run_rollouts(TASKS, Dying(TASKS), config, tmp_path)
+    assert result.stopped is not None and "stopped answering" in result.stopped
+    assert len(result.trajectories) == 2 and result.summary["run"]["stopped"] == result.stopped
+    assert len(lines(tmp_path / "trajectories.jsonl")) == 2
+    again = run_rollouts(TASKS, CountingPolicy(TASKS), config, tmp_path)
+    assert again.stopped is None and again.skipped == 2 and len(again.trajectories) == len(TASKS)
 
 
 def test_a_misconfigured_policy_stops_the_run() -> None:
@@ -374,6 +423,7 @@ def test_a_run_freezes_older_objects_only_while_it_runs_and_leaves_a_callers_fre
     try:
         before = gc.get_freeze_count()
         run_rollouts(TASKS, policy, config)
-        assert gc.get_freeze_count() >= before
+        # Not unfrozen (that empties the frozen set); a few frozen objects may die meanwhile.
+        assert gc.get_freeze_count() > before // 2
     finally:
         gc.unfreeze()

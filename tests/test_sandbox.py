@@ -96,10 +96,14 @@ def test_a_crash_in_one_check_does_not_hide_the_others(pool: SandboxPool) -> Non
     assert result.graded_in_child == 0  # the loop was graded by the judge process
 
 
-def test_comparisons_are_strict_about_types(pool: SandboxPool) -> None:
-    """Returning 5.0 or True where 5 or 1 is expected does not pass."""
-    assert run_tests("def add(a, b):\n    return float(a + b)\n", CHECKS, pool=pool).passed == 0
-    assert run_tests("def f():\n    return True\n", ["assert f() == 1"], pool=pool).passed == 0
+def test_comparisons_follow_python_by_default_and_types_when_strict(pool: SandboxPool) -> None:
+    """5.0 and True pass where 5 and 1 are expected under Python's ==, not under equality="strict"."""
+    as_float = "def add(a, b):\n    return float(a + b)\n"
+    assert run_tests(as_float, CHECKS, pool=pool).passed == 2
+    assert run_tests(as_float, CHECKS, pool=pool, equality="strict").passed == 0
+    as_bool = "def f():\n    return True\n"
+    assert run_tests(as_bool, ["assert f() == 1"], pool=pool).passed == 1
+    assert run_tests(as_bool, ["assert f() == 1"], pool=pool, equality="strict").passed == 0
 
 
 def test_float_tolerance_is_honoured_when_the_task_gives_one(pool: SandboxPool) -> None:

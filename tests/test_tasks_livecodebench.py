@@ -70,6 +70,17 @@ def test_sample_loads_every_problem_with_release_date_and_difficulty(tasks: dict
     assert all(t.reference_solution is None for t in tasks.values())  # LiveCodeBench ships none
 
 
+def test_every_task_gets_the_imports_livecodebench_prepends(tasks: dict[str, Task]) -> None:
+    """typing, collections, math, heapq... as LiveCodeBench's grader star-imports them."""
+    assert all(t.prelude == lcb.PRELUDE for t in tasks.values())
+    for line in ("from typing import *", "from collections import *", "from math import *",
+                 "from heapq import *", "from itertools import *", "import sys"):
+        assert line in lcb.PRELUDE.splitlines()
+    bare = "class Solution:\n    def f(self, xs: List[int]) -> int:\n        return max(Counter(xs).values())\n"
+    result = run_tests(bare, ["assert Solution().f([1, 1, 2]) == 2"], prelude=lcb.PRELUDE)
+    assert result.all_passed
+
+
 def test_functional_tests_become_calls_on_a_fresh_solution_instance(tasks: dict[str, Task]) -> None:
     """A LeetCode test turns into assert Solution().<func_name>(<JSON args>) == <JSON output>."""
     task = tasks["3501"]

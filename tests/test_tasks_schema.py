@@ -157,6 +157,22 @@ def test_a_negative_float_tolerance_is_rejected(tmp_path: Path) -> None:
     assert (error.task, error.field) == ("tol", "float_tolerance")
 
 
+def test_an_unknown_equality_is_rejected_and_the_known_ones_load(tmp_path: Path) -> None:
+    """equality must be "python" (the default) or "strict"; the error names the field."""
+    write_task(tmp_path, "000_eq.toml", """
+        name = "eq"
+        prompt = "Write f."
+        entry_point = "f"
+        checks = ["assert f() == 1"]
+        equality = "fuzzy"
+    """)
+    error = load_error(tmp_path)
+    assert (error.task, error.field) == ("eq", "equality")
+    task = Task(name="t", prompt="p", entry_point="f", checks=("assert f() == 1",), equality="strict")
+    assert Task.from_dict(task.to_dict()) == task
+    assert Task(name="t", prompt="p", entry_point="f", checks=("x",)).equality == "python"
+
+
 def test_stdio_checks_load_as_stdio_cases(tmp_path: Path) -> None:
     """A check table with stdin and expected_stdout becomes a StdioCase."""
     write_task(tmp_path, "000_io.toml", """

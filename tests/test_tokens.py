@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -23,6 +24,7 @@ from agentenv.tokens import (
     OFFLINE_ENCODING,
     ApproximateTokenizer,
     TokenCounter,
+    approximation,
     clear_tokenizer_cache,
     get_tokenizer,
     tiktoken_cache_path,
@@ -40,16 +42,38 @@ def fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
     clear_tokenizer_cache()
 
 
-def test_offline_falls_back_to_the_bundled_encoding_with_a_warning(
+def test_offline_falls_back_to_the_bundled_encoding_quietly_and_says_why_on_request(
         fresh_cache: Path, monkeypatch: pytest.MonkeyPatch, captured_events: list[MutableMapping[str, Any]]) -> None:
-    """With downloads off and nothing cached, the bundled cl100k encoding is used and a warning logged."""
+    """Offline is a normal state: the bundled encoding is used, the fallback is a debug event
+    only, and approximation() gives the reason (for a token budget that depends on it)."""
     monkeypatch.setenv("AGENTENV_OFFLINE", "1")
     tokenizer = get_tokenizer("p50k_base")
     assert getattr(tokenizer, "name", None) == OFFLINE_ENCODING
-    warnings = [e for e in captured_events if e["event"] == "tokenizer_fallback"]
-    assert len(warnings) == 1 and warnings[0]["log_level"] == "warning"
-    assert warnings[0]["wanted"] == "p50k_base" and warnings[0]["using"] == OFFLINE_ENCODING
-    assert "not cached" in warnings[0]["reason"]
+    events = [e for e in captured_events if e["event"] == "tokenizer_fallback"]
+    assert len(events) == 1 and events[0]["log_level"] == "debug"
+    assert events[0]["wanted"] == "p50k_base" and events[0]["using"] == OFFLINE_ENCODING
+    assert not [e for e in captured_events if e["log_level"] in ("warning", "error")]
+    reason = approximation("p50k_base")
+    assert reason is not None and "not cached" in reason
+
+
+def test_a_model_of_the_bundled_encoding_itself_is_not_an_approximation(fresh_cache: Path) -> None:
+    """gpt-4 counts with cl100k_base, of which the bundled file is a byte-identical copy."""
+    assert getattr(get_tokenizer("gpt-4"), "name", None) == OFFLINE_ENCODING
+    assert approximation("gpt-4") is None
+
+
+def test_an_offline_command_line_run_prints_no_warning(tmp_path: Path) -> None:
+    """`agentenv run` on an offline machine: no tokenizer warning, no log line at all on stderr,
+    and the encoding used is recorded in every trajectory."""
+    env = {**os.environ, "AGENTENV_OFFLINE": "1", "TIKTOKEN_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-m", "agentenv.cli", "run", "--limit", "2",
+                           "--no-progress", "--out", str(tmp_path / "run")],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "warning" not in done.stderr.lower() and "tokenizer" not in done.stderr
+    lines = (tmp_path / "run" / "trajectories.jsonl").read_text().splitlines()
+    assert lines and all(json.loads(line)["metadata"]["tokenizer"] == OFFLINE_ENCODING for line in lines)
 
 
 class BlackHoleProxy:
@@ -90,7 +114,7 @@ def test_a_hanging_download_times_out_and_falls_back_in_a_fresh_process(tmp_path
     env.update(TIKTOKEN_CACHE_DIR=str(tmp_path), HTTPS_PROXY=f"http://127.0.0.1:{proxy.port}",
                HTTP_PROXY=f"http://127.0.0.1:{proxy.port}")
     code = ("from agentenv.log import configure_logging\n"
-            "configure_logging('warning')\n"
+            "configure_logging('debug')\n"
             "from agentenv.tokens import get_tokenizer\n"
             "print(get_tokenizer('gpt-4o', download_timeout=0.5).name)\n")
     try:
@@ -100,7 +124,8 @@ def test_a_hanging_download_times_out_and_falls_back_in_a_fresh_process(tmp_path
         proxy.close()
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == OFFLINE_ENCODING
-    assert "took longer than 0.5s" in done.stdout + done.stderr  # the warning names the cause
+    assert "took longer than 0.5s" in done.stdout + done.stderr  # the debug event names the cause
+    assert "[warning" not in done.stderr
     assert proxy.clients  # the download really went to the dead network
 
 
@@ -119,8 +144,8 @@ def test_an_unknown_model_name_falls_back_and_says_how_to_plug_a_tokenizer(
     """A model tiktoken does not know gets the bundled encoding and a hint about tokenizer=."""
     tokenizer = get_tokenizer("my-open-llama-7b")
     assert getattr(tokenizer, "name", None) == OFFLINE_ENCODING
-    (warning,) = [e for e in captured_events if e["event"] == "tokenizer_fallback"]
-    assert "tokenizer=" in warning["reason"]
+    (event,) = [e for e in captured_events if e["event"] == "tokenizer_fallback"]
+    assert "tokenizer=" in event["reason"] and "tokenizer=" in (approximation("my-open-llama-7b") or "")
 
 
 def test_cache_path_follows_tiktoken_rules(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -187,3 +212,29 @@ def test_approximate_tokenizer_never_fails_and_covers_the_text(text: str) -> Non
     """The last-resort tokenizer handles any text and its pieces add up to the text's length."""
     pieces = ApproximateTokenizer().encode(text)
     assert sum(pieces) == len(text)
+
+
+def test_a_failed_download_is_explained_in_one_line_cut_at_a_word(tmp_path: Path) -> None:
+    """A refused connection's long message becomes a short reason ending on a whole word."""
+    with socket.socket() as sock:  # a port nothing listens on: the proxy refuses at once
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {k: v for k, v in os.environ.items()
+           if k.lower() not in ("no_proxy", "agentenv_offline", "https_proxy", "http_proxy")}
+    env.update(TIKTOKEN_CACHE_DIR=str(tmp_path), HTTPS_PROXY=f"http://127.0.0.1:{port}",
+               HTTP_PROXY=f"http://127.0.0.1:{port}")
+    code = ("from agentenv.log import configure_logging\n"
+            "configure_logging('debug', json=True)\n"
+            "from agentenv.tokens import approximation\n"
+            "print(approximation('gpt-4o'))\n")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    reason = done.stdout.strip().splitlines()[-1]
+    assert reason.startswith("o200k_base could not be downloaded (") and "\n" not in reason
+    assert len(reason) < 200
+    failures = [json.loads(line) for line in done.stderr.splitlines()
+                if '"tokenizer_download_failed"' in line]
+    assert failures and '"warning"' not in done.stderr
+    if " …" in reason:  # shortened: the last word kept is a whole word of the full message
+        kept = reason.split("(", 1)[1].split(" …")[0].split()[-1]
+        assert kept in failures[0]["error"].split() or kept.rstrip(",:;(") in failures[0]["error"]

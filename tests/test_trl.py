@@ -220,6 +220,23 @@ def test_float_tolerance_column_is_honoured() -> None:
     assert trl_call(code_reward, [dict(row, float_tolerance=None)], [answer]) == [pytest.approx(1 / 3)]
 
 
+def test_equality_column_is_honoured() -> None:
+    """A row's equality decides how values compare: 5.0 passes for 5 under python, not strict."""
+    row = to_records([ADD])[0]
+    assert row["equality"] == "python" and row["prelude"] == ""
+    as_float = "```python\ndef add(a, b):\n    return float(a + b)\n```"
+    assert trl_call(code_reward, [row], [as_float]) == [1.0]
+    assert trl_call(code_reward, [dict(row, equality="strict")], [as_float]) == [0.0]
+
+
+def test_prelude_column_reaches_the_candidate() -> None:
+    """A row's prelude (a benchmark's implicit imports) runs before the completion's code."""
+    row = dict(to_records([ADD])[0], prelude="from operator import add as plus\n")
+    answer = "```python\ndef add(a, b):\n    return plus(a, b)\n```"
+    assert trl_call(code_reward, [row], [answer]) == [1.0]
+    assert trl_call(code_reward, [dict(row, prelude="")], [answer]) == [0.0]
+
+
 def test_rows_without_checks_get_none_so_trl_leaves_them_out() -> None:
     """A row whose checks are empty is not this reward's business: None, as TRL allows."""
     rows = [to_records([ADD])[0], dict(to_records([ADD])[0], checks=None)]

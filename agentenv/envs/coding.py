@@ -78,7 +78,8 @@ class CodingEnv:
         self.trajectory = Trajectory(task_name=task.name, seed=self.seed, max_turns=1,
                                      difficulty=task.difficulty, mode="single_step",
                                      template_ids={k: v for k, v in self.prompts.template_ids.items()
-                                                   if k in ("system", "task")})
+                                                   if k in ("system", "task")},
+                                     metadata={"tokenizer": self.counter.name})
         self._stepped = False
         return {"prompt": task.prompt, "entry_point": task.entry_point, "task_name": task.name,
                 "messages": messages}

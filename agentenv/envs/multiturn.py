@@ -16,8 +16,9 @@ How an episode ends (``info["stop_reason"]``, also ``env.trajectory.stop_reason`
 Rewards and termination always come from the hidden ``checks``. Feedback comes from all of them
 (``feedback_from="all"``, the default) or only from the task's ``visible_checks``
 (``feedback_from="visible"``, RLEF-style: hidden test text never reaches the policy). Failure
-messages are truncated, and values of secret-looking environment variables are redacted, before
-they reach an observation or a record.
+messages are truncated, and values of secret-looking environment variables are redacted (by the
+sandbox, :mod:`agentenv.sandbox._redact`, and again here for a custom grader), before they
+reach an observation or a record.
 
 The episode logic is I/O-free and shared: ``step`` and ``astep`` differ only in how they call
 the :class:`Grader` (the sandbox by default). Pass ``grader=`` to plug in another one, e.g. a
@@ -26,11 +27,9 @@ remote sandbox service or, in benchmarks, a stub that measures the env's own ove
 
 from __future__ import annotations
 
-import os
 import random
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,58 +44,18 @@ from agentenv.extract import extract_code
 from agentenv.prompts import Prompts
 from agentenv.records import Trajectory, TurnRecord, classify_outcome
 from agentenv.rewards import RewardFn, checked_reward, dense_reward
+from agentenv.sandbox._redact import redact_result, redact_secrets, secret_values
 from agentenv.sandbox.result import RunResult
 from agentenv.tasks.schema import Task
 from agentenv.tokens import TokenCounter, Tokenizer
 
-__all__ = ["FEEDBACK_SOURCES", "Grader", "MultiTurnCodingEnv", "SandboxGrader", "redact_secrets"]
+__all__ = ["FEEDBACK_SOURCES", "Grader", "MultiTurnCodingEnv", "SandboxGrader", "redact_secrets",
+           "secret_values"]
 
 FEEDBACK_SOURCES: tuple[str, ...] = ("all", "visible")
 TRIM_MARKER = "\n[… feedback truncated to fit the token budget]"
 # Below this many tokens of real content, trimmed feedback would say nothing useful.
 MIN_FEEDBACK_TOKENS = 16
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
-_MIN_SECRET_LENGTH = 8
-REDACTED = "[redacted]"
-
-
-def _scan_secrets(environ: Mapping[str, str]) -> tuple[str, ...]:
-    found = {v for k, v in environ.items() if _SECRET_NAME.search(k) and len(v) >= _MIN_SECRET_LENGTH}
-    return tuple(sorted(found, key=len, reverse=True))  # longest first: no partial leftovers
-
-
-# The process environment as last scanned (os.environ's raw dict) and what the scan found.
-# Every reset needs the secrets; comparing two dicts in C costs far less than rescanning.
-_scanned_environ: tuple[dict[Any, Any] | None, tuple[str, ...]] = (None, ())
-
-
-def secret_values(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
-    """Values of environment variables whose names look secret (API keys, tokens, passwords).
-
-    Without ``environ``, the process environment as it is now (a change is seen at once).
-    """
-    global _scanned_environ
-    if environ is not None:
-        return _scan_secrets(environ)
-    raw = getattr(os.environ, "_data", None)  # os.environ's backing dict, where there is one
-    if not isinstance(raw, dict):
-        return _scan_secrets(os.environ)
-    snapshot, secrets = _scanned_environ
-    if snapshot != raw:
-        snapshot = dict(raw)  # taken before the scan: a change in between only forces a rescan
-        secrets = _scan_secrets(os.environ)
-        _scanned_environ = (snapshot, secrets)
-    return secrets
-
-
-def redact_secrets(text: str, secrets: Sequence[str]) -> str:
-    """Replace every occurrence of each secret value in ``text`` with ``[redacted]``."""
-    for secret in secrets:
-        if secret in text:
-            text = text.replace(secret, REDACTED)
-    return text
-
-
 @dataclass(frozen=True)
 class _Submission:
     """A step in progress: what the policy sent, before grading."""
@@ -252,14 +211,8 @@ class _MultiTurnLogic:
         return _Submission(task=task, text=text, code=extract_code(text, task.entry_point), action=action)
 
     def _redacted(self, result: RunResult) -> RunResult:
-        if not self._secrets or not result.failures:
-            return result
-        failures = tuple(
-            replace(f, check=redact_secrets(f.check, self._secrets),
-                    message=redact_secrets(f.message, self._secrets))
-            for f in result.failures
-        )
-        return replace(result, failures=failures)
+        # The sandbox redacts its own results; this covers a custom grader's too.
+        return redact_result(result, self._secrets)
 
     def _fit(self, feedback: str) -> str | None:
         """The feedback as it fits the room left (trimmed with a marker), or None if it cannot."""

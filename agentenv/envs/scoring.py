@@ -83,7 +83,8 @@ def score(task: Task, code: str, *, timeout: float, isolation: str | None = None
     if not code.strip():
         return _split(task, combined, positions, empty_result(combined))
     result = run_tests(code, combined, timeout=timeout, setup_code=task.setup_code,
-                       float_tolerance=task.float_tolerance, isolation=isolation)
+                       float_tolerance=task.float_tolerance, isolation=isolation,
+                       equality=task.equality, prelude=task.prelude)
     return _split(task, combined, positions, result)
 
 
@@ -93,7 +94,8 @@ async def ascore(task: Task, code: str, *, timeout: float, isolation: str | None
     if not code.strip():
         return _split(task, combined, positions, empty_result(combined))
     result = await arun_tests(code, combined, timeout=timeout, setup_code=task.setup_code,
-                              float_tolerance=task.float_tolerance, isolation=isolation)
+                              float_tolerance=task.float_tolerance, isolation=isolation,
+                              equality=task.equality, prelude=task.prelude)
     return _split(task, combined, positions, result)
 
 

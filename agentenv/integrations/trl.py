@@ -16,8 +16,13 @@ reward does not apply. This module follows that convention:
 
 The columns (``ROW_COLUMNS``): ``task_name``, ``entry_point``, ``checks`` (a JSON list: a check
 is a string of Python or ``{"stdin", "expected_stdout"}``; JSON keeps one Arrow type for assert
-and stdio tasks alike), ``setup_code``, ``float_tolerance``, ``difficulty``, ``source``. Hidden
-checks go in the dataset because the reward needs them; the prompt never shows them.
+and stdio tasks alike), ``setup_code``, ``float_tolerance``, ``equality`` (``"python"`` or
+``"strict"``), ``prelude``, ``difficulty``, ``source``. Hidden checks go in the dataset because
+the reward needs them; the prompt never shows them.
+
+One bad completion never costs a batch: whatever a completion does is a result, and an
+infrastructure fault while scoring one row (a sandbox error) scores that row 0, with a
+``code_reward_row_failed`` warning in the log, while the other rows keep their rewards.
 
 Not here: generation, the trainer, or anything that imports torch.
 """
@@ -34,13 +39,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentenv.errors import ConfigError, MissingDependency
+from agentenv.errors import ConfigError, IsolationUnavailable, MissingDependency
 from agentenv.extract import extract_code
+from agentenv.log import get_logger
 from agentenv.prompts import Prompts
 from agentenv.records import classify_outcome
 from agentenv.rewards import RewardFn, checked_reward, get_reward
 from agentenv.sandbox.result import RunResult
-from agentenv.tasks.schema import Check, StdioCase, Task, check_from_dict, check_to_dict
+from agentenv.tasks.schema import (
+    EQUALITIES,
+    Check,
+    StdioCase,
+    Task,
+    check_from_dict,
+    check_to_dict,
+)
 
 __all__ = [
     "ROW_COLUMNS",
@@ -54,13 +67,16 @@ __all__ = [
 ]
 
 ROW_COLUMNS: tuple[str, ...] = (
-    "task_name", "entry_point", "checks", "setup_code", "float_tolerance", "difficulty", "source",
+    "task_name", "entry_point", "checks", "setup_code", "float_tolerance", "equality", "prelude",
+    "difficulty", "source",
 )
 
 DEFAULT_TIMEOUT = 5.0  # seconds per completion, as CodingEnv
 
 # Stand-in result for a completion with no code: nothing is run (see agentenv.envs.scoring).
 _NO_CODE = "no code found in the completion"
+
+log = get_logger(__name__)
 
 
 # -- datasets --------------------------------------------------------------------------------
@@ -110,6 +126,8 @@ def to_records(tasks: Iterable[Task] | str, *, conversational: bool = True,
             "checks": json.dumps([check_to_dict(c) for c in task.checks]),
             "setup_code": task.setup_code,
             "float_tolerance": None if task.float_tolerance is None else float(task.float_tolerance),
+            "equality": task.equality,
+            "prelude": task.prelude,
             "difficulty": task.difficulty,
             "source": task.source,
         })
@@ -209,6 +227,8 @@ class _Submission:
     checks: tuple[Check, ...]
     setup_code: str
     float_tolerance: float | None
+    equality: str = "python"
+    prelude: str = ""
 
 
 def _column(columns: Mapping[str, Any], name: str, n: int) -> list[Any] | None:
@@ -241,6 +261,8 @@ def _submissions(completions: Sequence[Any] | None,
     entry_points = _column(columns, "entry_point", n) or [None] * n
     setups = _column(columns, "setup_code", n) or [""] * n
     tolerances = _column(columns, "float_tolerance", n) or [None] * n
+    equalities = _column(columns, "equality", n) or ["python"] * n
+    preludes = _column(columns, "prelude", n) or [""] * n
     decoded: dict[str, tuple[Check, ...] | None] = {}  # a group repeats one row G times
     out: list[_Submission | None] = []
     for i, completion in enumerate(completions):
@@ -263,6 +285,8 @@ def _submissions(completions: Sequence[Any] | None,
             checks=checks,
             setup_code=setups[i] if isinstance(setups[i], str) else "",
             float_tolerance=None if tolerance is None else float(tolerance),
+            equality=equalities[i] if equalities[i] in EQUALITIES else "python",
+            prelude=preludes[i] if isinstance(preludes[i], str) else "",
         ))
     return out
 
@@ -309,6 +333,15 @@ def _plan_batch(subs: list[_Submission | None]
     return results, [s for s in unique if s not in results]
 
 
+def _row_failed(sub: _Submission, exc: BaseException) -> RunResult:
+    """The result of a row the sandbox could not score: every check fails, the fault is logged."""
+    from agentenv.envs.scoring import empty_result
+
+    reason = f"{type(exc).__name__}: {exc}"[:300]
+    log.warning("code_reward_row_failed", error=reason, checks=len(sub.checks))
+    return empty_result(sub.checks, f"the sandbox could not score this completion ({reason})")
+
+
 def _default_workers() -> int:
     # Sandbox runs spend their time waiting on a child process, so a few per core keep the CPUs busy.
     return min(32, 4 * (os.cpu_count() or 1))
@@ -343,8 +376,14 @@ def make_code_reward(*, reward: str | RewardFn = "dense", timeout: float = DEFAU
         results, todo = _plan_batch(subs)
 
         def run(sub: _Submission) -> RunResult:
-            return run_tests(sub.code, list(sub.checks), timeout=timeout, setup_code=sub.setup_code,
-                             float_tolerance=sub.float_tolerance, isolation=isolation)
+            try:
+                return run_tests(sub.code, list(sub.checks), timeout=timeout,
+                                 setup_code=sub.setup_code, float_tolerance=sub.float_tolerance,
+                                 isolation=isolation, equality=sub.equality, prelude=sub.prelude)
+            except (IsolationUnavailable, ConfigError):
+                raise  # the caller's configuration: every row would fail alike, so say so
+            except Exception as exc:
+                return _row_failed(sub, exc)
 
         if len(todo) == 1:
             results[todo[0]] = run(todo[0])
@@ -362,9 +401,16 @@ def make_code_reward(*, reward: str | RewardFn = "dense", timeout: float = DEFAU
 
         async def run(sub: _Submission) -> RunResult:
             async with gate:
-                return await arun_tests(sub.code, list(sub.checks), timeout=timeout,
-                                        setup_code=sub.setup_code,
-                                        float_tolerance=sub.float_tolerance, isolation=isolation)
+                try:
+                    return await arun_tests(sub.code, list(sub.checks), timeout=timeout,
+                                            setup_code=sub.setup_code,
+                                            float_tolerance=sub.float_tolerance,
+                                            isolation=isolation, equality=sub.equality,
+                                            prelude=sub.prelude)
+                except (IsolationUnavailable, ConfigError):
+                    raise
+                except Exception as exc:
+                    return _row_failed(sub, exc)
 
         results.update(zip(todo, await asyncio.gather(*(run(s) for s in todo)), strict=True))
         return results

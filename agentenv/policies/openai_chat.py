@@ -2,45 +2,58 @@
 
 ``OpenAIPolicy`` sends the observation's ``messages`` (the whole multi-turn conversation) or,
 for a single-step observation without them, a system prompt plus ``obs["prompt"]``. It has a
-sync ``__call__`` and an async ``acall`` sharing one request builder and one retry rule:
-rate limits, timeouts, dropped connections and 5xx answers are retried with exponential
-backoff and jitter (honouring ``Retry-After``); everything else fails at once with a message
-that says what to do. It returns a :class:`~agentenv.records.Completion` carrying the server's
-usage numbers and finish reason, which the environment writes into the turn record.
+sync ``__call__`` and an async ``acall`` sharing one request builder, one answer reader and one
+failure policy (:mod:`agentenv.policies.resilience`): timeouts, dropped connections, 408, 409,
+429 and 5xx answers are retried with backoff (honouring ``Retry-After``); any other 4xx fails
+at once, in the server's own words. A circuit breaker shared by all calls stops a run whose
+server is down (``ServerUnavailable``), and :meth:`OpenAIPolicy.preflight` checks the endpoint
+and the model with one cheap request before a run. It returns a
+:class:`~agentenv.records.Completion` carrying the server's usage numbers and finish reason.
 
-Transports: the sync call always uses the official ``openai`` SDK. The async call uses the SDK
-too, except for plain ``http://`` base URLs no proxy applies to (a local or cluster inference
-server), where the lean asyncio client of :mod:`agentenv.policies._http` keeps client CPU per
-call small enough for dozens of calls in flight (``transport="auto"``, the default; force one
-with ``"sdk"`` or ``"lean"``).
+Transports: the sync call uses the official ``openai`` SDK. The async call uses aiohttp
+directly (``transport="aiohttp"``, the default): at dozens of calls in flight every call's
+client CPU is spent on the event loop that also runs the environments, and the SDK's request
+and response layers cost several times more per call (``benchmarks/rollout_concurrency.py``
+measures both). ``transport="sdk"`` uses the SDK on its aiohttp backend instead. Either way
+TLS, proxies (``HTTP(S)_PROXY``) and keep-alive come from a well-kept library, and answers
+are read from the raw JSON (no response models). ``stream=True`` asks for server-sent events
+and assembles the answer from the chunks.
 
 ``openai_policy(obs, model="gpt-4o", temperature=0.2)`` is the walk-through's one-line form.
 Credentials: ``api_key`` or ``OPENAI_API_KEY``; ``base_url`` or ``OPENAI_BASE_URL``. A local
-server needs no key. Not here: streaming, tool calls.
+server needs no key. Not here: tool calls.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
+import json
 import os
-import random
 import threading
-import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from agentenv.errors import ConfigError, PolicyCallError, PolicyError
-from agentenv.log import get_logger
-from agentenv.policies._http import (
-    HTTPStatusFailure,
-    LeanHTTPClient,
-    TransportFailure,
-    proxy_applies,
+import tenacity
+
+from agentenv.errors import (
+    AgentEnvError,
+    ConfigError,
+    PolicyCallError,
+    PolicyError,
+    ServerUnavailable,
 )
+from agentenv.log import get_logger
 from agentenv.policies.base import Observation
+from agentenv.policies.resilience import (
+    BadAnswer,
+    CircuitBreaker,
+    Failure,
+    StatusFailure,
+    classify,
+    retrying,
+    server_message,
+)
 from agentenv.records import Completion
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "TRANSPORTS", "OpenAIPolicy", "build_messages", "openai_policy"]
@@ -51,9 +64,10 @@ DEFAULT_SYSTEM_PROMPT = (
     "You are an expert Python programmer. Solve the task. Answer with the complete solution "
     "in a single ```python code block."
 )
-TRANSPORTS = ("auto", "sdk", "lean")
+TRANSPORTS = ("auto", "aiohttp", "sdk")
 _NO_KEY_PLACEHOLDER = "not-needed"  # local OpenAI-compatible servers ignore the key
-_RETRY_STATUSES = frozenset({408, 409, 429})
+_TOKEN_BUDGET_HINT = ("the conversation no longer fits the model's context: cap it with "
+                      "--token-budget (MultiTurnCodingEnv(token_budget=...)) below the context length")
 
 
 def build_messages(obs: Observation, system_prompt: str = DEFAULT_SYSTEM_PROMPT) -> list[dict[str, str]]:
@@ -73,41 +87,53 @@ def build_messages(obs: Observation, system_prompt: str = DEFAULT_SYSTEM_PROMPT)
     return [{"role": "system", "content": system_prompt}, {"role": "user", "content": prompt}]
 
 
-@dataclass(frozen=True)
-class _Failure:
-    """One failed call, whichever transport made it: what the retry rule and messages need."""
+def _usage(usage: Any) -> dict[str, int] | None:
+    if not isinstance(usage, Mapping):
+        return None
+    return {"prompt_tokens": int(usage.get("prompt_tokens") or 0),
+            "completion_tokens": int(usage.get("completion_tokens") or 0)}
 
-    kind: str                  # "status" | "timeout" | "connection" | "other"
-    message: str
-    status: int | None = None
-    retry_after: str | None = None
 
-    @property
-    def retryable(self) -> bool:
-        if self.kind in ("timeout", "connection"):
+class _Stream:
+    """Assembles a streamed answer from its server-sent ``data:`` lines."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.finish_reason: str | None = None
+        self.usage: dict[str, int] | None = None
+        self.chunks = 0
+
+    def feed(self, line: bytes | str) -> bool:
+        """Take one line of the event stream; True once the stream says it is done."""
+        text = (line.decode("utf-8", "replace") if isinstance(line, bytes) else line).strip()
+        if not text.startswith("data:"):
+            return False  # blank separators, comments, event names
+        data = text[5:].strip()
+        if data == "[DONE]":
             return True
-        return self.kind == "status" and self.status is not None and (
-            self.status in _RETRY_STATUSES or self.status >= 500)
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            raise BadAnswer(f"a streamed event is not JSON: {data[:120]!r}") from None
+        if not isinstance(chunk, Mapping):
+            return False
+        if "error" in chunk:  # servers report failures mid-stream as an event
+            raise BadAnswer(f"the stream ended with an error: {server_message(json.dumps(chunk))}")
+        self.chunks += 1
+        self.usage = _usage(chunk.get("usage")) or self.usage
+        for choice in chunk.get("choices") or ():
+            if isinstance(choice, Mapping) and choice.get("index", 0) == 0:
+                delta = choice.get("delta")
+                if isinstance(delta, Mapping) and delta.get("content"):
+                    self.parts.append(str(delta["content"]))
+                if choice.get("finish_reason"):
+                    self.finish_reason = str(choice["finish_reason"])
+        return False
 
-
-def _failure(exc: BaseException) -> _Failure | None:
-    """Normalise a transport exception; None for exceptions that are not call failures."""
-    import openai
-
-    if isinstance(exc, HTTPStatusFailure):
-        return _Failure("status", exc.message, exc.status, exc.retry_after)
-    if isinstance(exc, TransportFailure):
-        return _Failure("timeout" if exc.timeout else "connection", str(exc))
-    if isinstance(exc, openai.APITimeoutError):
-        return _Failure("timeout", str(exc))
-    if isinstance(exc, openai.APIConnectionError):
-        return _Failure("connection", str(exc))
-    if isinstance(exc, openai.APIStatusError):
-        retry_after = exc.response.headers.get("retry-after") if exc.response is not None else None
-        return _Failure("status", exc.message, exc.status_code, retry_after)
-    if isinstance(exc, openai.OpenAIError):
-        return _Failure("other", f"{type(exc).__name__}: {exc}")
-    return None
+    def completion(self) -> Completion:
+        if not self.chunks:
+            raise BadAnswer("the stream carried no completion chunks")
+        return Completion("".join(self.parts), usage=self.usage, finish_reason=self.finish_reason)
 
 
 class OpenAIPolicy:
@@ -115,24 +141,29 @@ class OpenAIPolicy:
 
     ``model`` is the model id the server knows. ``base_url`` points at any compatible server
     (``http://127.0.0.1:8000/v1`` for vLLM, ``http://127.0.0.1:11434/v1`` for Ollama).
-    ``max_retries`` retries transient failures with backoff ``backoff * 2**attempt`` seconds
-    (capped at ``max_backoff``, with jitter). ``timeout`` bounds each request.
-    ``extra_body`` is merged into every request (for server-specific options).
-    ``transport`` picks the async HTTP client (see the module docstring).
+    ``timeout`` bounds each request; ``max_retries`` retries transient failures with backoff
+    from ``backoff`` s up to ``max_backoff`` s (full jitter). ``breaker_threshold`` server-down
+    failures in a row, over at least ``breaker_seconds``, open the circuit breaker (0 turns it
+    off). ``extra_body`` is merged into every request (for server-specific options).
+    ``stream`` asks for streamed answers. ``transport`` picks the async client (see the module
+    docstring).
     """
 
     name = "openai"
 
     def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None, *,
                  temperature: float = 0.2, max_tokens: int | None = None, top_p: float | None = None,
-                 seed: int | None = None, timeout: float = 60.0, max_retries: int = 5,
-                 backoff: float = 1.0, max_backoff: float = 30.0,
-                 system_prompt: str = DEFAULT_SYSTEM_PROMPT,
-                 extra_body: Mapping[str, Any] | None = None, transport: str = "auto") -> None:
+                 seed: int | None = None, timeout: float = 60.0, max_retries: int = 3,
+                 backoff: float = 1.0, max_backoff: float = 30.0, breaker_threshold: int = 8,
+                 breaker_seconds: float = 2.0, system_prompt: str = DEFAULT_SYSTEM_PROMPT,
+                 extra_body: Mapping[str, Any] | None = None, stream: bool = False,
+                 transport: str = "auto") -> None:
         if not isinstance(model, str) or not model.strip():
             raise ConfigError("OpenAIPolicy needs a model id, e.g. OpenAIPolicy('gpt-4o')")
         if max_retries < 0 or backoff < 0 or max_backoff < 0 or not timeout > 0:
             raise ConfigError("max_retries, backoff and max_backoff must be >= 0 and timeout > 0")
+        if breaker_threshold < 0 or breaker_seconds < 0:
+            raise ConfigError("breaker_threshold and breaker_seconds must be >= 0")
         if max_tokens is not None and max_tokens < 1:
             raise ConfigError(f"max_tokens must be a positive integer, got {max_tokens!r}")
         if transport not in TRANSPORTS:
@@ -146,13 +177,7 @@ class OpenAIPolicy:
                 "api_key=...), or point base_url (CLI: --base-url) at an OpenAI-compatible server "
                 "such as vLLM, Ollama or llama.cpp, e.g. http://127.0.0.1:8000/v1"
             )
-        plain_http = self.base_url is not None and self.base_url.startswith("http://")
-        if transport == "lean" and not plain_http:
-            raise ConfigError("transport='lean' speaks plain HTTP only; give an http:// base_url "
-                              "or use transport='sdk'")
-        self.transport = transport
-        self._lean = transport == "lean" or (
-            transport == "auto" and plain_http and not proxy_applies(str(self.base_url)))
+        self.transport = "aiohttp" if transport == "auto" else transport
         self._api_key = key or _NO_KEY_PLACEHOLDER
         self.temperature = temperature
         self.max_tokens = max_tokens
@@ -162,20 +187,24 @@ class OpenAIPolicy:
         self.max_retries = max_retries
         self.backoff = backoff
         self.max_backoff = max_backoff
+        self.breaker_threshold = breaker_threshold
+        self.breaker_seconds = breaker_seconds
         self.system_prompt = system_prompt
         self.extra_body = dict(extra_body or {})
+        self.stream = stream
         self._init_clients()
 
     def _init_clients(self) -> None:
         self._lock = threading.Lock()
         self._client: Any = None
         self._async_clients: dict[int, tuple[asyncio.AbstractEventLoop, Any]] = {}
-        self._rng = random.Random()
+        self._proxy: str | None = None
+        self.breaker = CircuitBreaker(self.breaker_threshold or 2**62, self.breaker_seconds)
 
     # Clients hold sockets and locks: drop them when pickled (Ray workers), rebuild lazily.
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        for key in ("_lock", "_client", "_async_clients", "_rng"):
+        for key in ("_lock", "_client", "_async_clients", "breaker"):
             state.pop(key, None)
         return state
 
@@ -184,13 +213,19 @@ class OpenAIPolicy:
         self._init_clients()
 
     def __repr__(self) -> str:
-        where = self.base_url or "api.openai.com"
-        return f"OpenAIPolicy(model={self.model!r}, base_url={where!r}, temperature={self.temperature})"
+        return f"OpenAIPolicy(model={self.model!r}, base_url={self._where!r}, temperature={self.temperature})"
+
+    @property
+    def _where(self) -> str:
+        return self.base_url or "api.openai.com"
+
+    def _url(self, path: str) -> str:
+        return f"{self.base_url or 'https://api.openai.com/v1'}{path}"
 
     @property
     def async_transport(self) -> str:
-        """The HTTP client ``acall`` uses: "lean" or "sdk"."""
-        return "lean" if self._lean else "sdk"
+        """The HTTP client ``acall`` uses: "aiohttp" or "sdk"."""
+        return self.transport
 
     # -- requests ------------------------------------------------------------------------------
     def request(self, obs: Observation) -> dict[str, Any]:
@@ -203,6 +238,9 @@ class OpenAIPolicy:
             kwargs["top_p"] = self.top_p
         if self.seed is not None:
             kwargs["seed"] = self.seed
+        if self.stream:
+            kwargs["stream"] = True
+            kwargs["stream_options"] = {"include_usage": True}
         if self.extra_body:
             kwargs["extra_body"] = dict(self.extra_body)
         return kwargs
@@ -213,84 +251,89 @@ class OpenAIPolicy:
         extra = body.pop("extra_body", {})
         return {**body, **extra}
 
-    def _no_choices(self) -> PolicyCallError:
-        return PolicyCallError(f"the server at {self.base_url or 'api.openai.com'} answered with "
-                               f"no choices; check that it serves chat completions for model {self.model!r}")
-
-    def _completion(self, response: Any) -> Completion:
-        """A Completion from the SDK's response object."""
-        choices = getattr(response, "choices", None) or []
-        if not choices:
-            raise self._no_choices()
-        choice = choices[0]
-        text = getattr(choice.message, "content", None) or ""
-        usage = getattr(response, "usage", None)
-        usage_dict = None
-        if usage is not None:
-            usage_dict = {"prompt_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
-                          "completion_tokens": int(getattr(usage, "completion_tokens", 0) or 0)}
-        return Completion(text, usage=usage_dict, finish_reason=getattr(choice, "finish_reason", None))
-
-    def _completion_from_json(self, data: Any) -> Completion:
-        """A Completion from the decoded JSON answer (the lean transport)."""
+    def _completion(self, data: Any) -> Completion:
+        """A Completion from the decoded JSON answer."""
         choices = data.get("choices") if isinstance(data, Mapping) else None
         if not choices or not isinstance(choices[0], Mapping):
-            raise self._no_choices()
+            raise PolicyCallError(f"the server at {self._where} answered with no choices; check "
+                                  f"that it serves chat completions for model {self.model!r}")
         choice = choices[0]
         message = choice.get("message")
         if not isinstance(message, Mapping):
             message = {}
-        usage = data.get("usage")
-        usage_dict = None
-        if isinstance(usage, Mapping):
-            usage_dict = {"prompt_tokens": int(usage.get("prompt_tokens") or 0),
-                          "completion_tokens": int(usage.get("completion_tokens") or 0)}
-        return Completion(str(message.get("content") or ""), usage=usage_dict,
+        return Completion(str(message.get("content") or ""), usage=_usage(data.get("usage")),
                           finish_reason=choice.get("finish_reason"))
 
-    # -- retries -------------------------------------------------------------------------------
-    def _retry_delay(self, attempt: int, failure: _Failure) -> float | None:
-        """Seconds to wait before retrying, or None when the failure must not be retried."""
-        if not failure.retryable or attempt >= self.max_retries:
-            return None
-        delay = min(self.max_backoff, self.backoff * (2 ** attempt)) * self._rng.uniform(0.5, 1.0)
-        if failure.retry_after is not None:
-            with contextlib.suppress(ValueError):  # an HTTP date: keep our own backoff
-                delay = min(self.max_backoff, max(0.0, float(failure.retry_after)))
-        return delay
+    @staticmethod
+    def _json(raw: bytes | str) -> Any:
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise BadAnswer(f"the answer is not JSON: {raw[:120]!r}") from None
 
-    def _final_error(self, failure: _Failure, attempts: int) -> PolicyError:
-        """Turn the last failure into an agentenv error that says what to do."""
-        where = self.base_url or "api.openai.com"
+    # -- failures ------------------------------------------------------------------------------
+    def _retry_if(self, exc: BaseException) -> bool:
+        """Record a failed attempt with the breaker; True when it should be retried."""
+        failure = classify(exc)
+        if failure is None:
+            return False
+        if failure.server_down:
+            self.breaker.failure(failure.describe())
+        elif failure.kind == "status":  # the server answered: it is up
+            self.breaker.success()
+        return failure.transient and self.breaker.open_reason() is None
+
+    def _log_retry(self, state: tenacity.RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        failure = classify(exc) if exc is not None else None
+        log.warning("policy_retry", model=self.model, attempt=state.attempt_number,
+                    delay=round(state.upcoming_sleep, 3), error=failure.kind if failure else None,
+                    status=failure.status if failure else None)
+
+    def _retrying(self, cls: type[tenacity.BaseRetrying]) -> Any:
+        return retrying(cls, max_retries=self.max_retries, backoff=self.backoff,
+                        max_backoff=self.max_backoff, retry_if=self._retry_if, before_sleep=self._log_retry,
+                        interrupt=lambda: self.breaker.open_reason() is not None)
+
+    def _check_breaker(self) -> None:
+        reason = self.breaker.open_reason()
+        if reason is not None:
+            raise ServerUnavailable(f"the server at {self._where} stopped answering: {reason}")
+
+    def _final_error(self, exc: BaseException, attempts: int) -> BaseException:
+        """The agentenv error for a call that failed for good (the exception itself if it is
+        not a call failure)."""
+        failure = classify(exc)
+        if failure is None:
+            return exc
+        where, words = self._where, failure.message
         if failure.status == 401:
-            return PolicyError(f"the server at {where} rejected the API key (401); set a valid "
-                               "OPENAI_API_KEY or pass api_key=...")
+            return PolicyError(f"the server at {where} rejected the API key (401: {words}); set a "
+                               "valid OPENAI_API_KEY or pass api_key=...")
         if failure.status == 403:
-            return PolicyError(f"the server at {where} denied access to model {self.model!r} (403); "
-                               "check the key's permissions")
+            return PolicyError(f"the server at {where} denied access to model {self.model!r} "
+                               f"(403: {words}); check the key's permissions")
         if failure.status == 404:
             return PolicyError(f"model {self.model!r} or the chat-completions route was not found at "
-                               f"{where} (404); check --model and that --base-url ends in /v1")
+                               f"{where} (404: {words}); check --model and that --base-url ends in /v1")
+        reason = self.breaker.open_reason()
+        if reason is not None and failure.server_down:
+            return ServerUnavailable(f"the server at {where} stopped answering: {reason}",
+                                     status=failure.status)
         if failure.kind in ("timeout", "connection"):
             kind = "timed out" if failure.kind == "timeout" else "could not connect or was cut off"
-            return PolicyCallError(f"the request to {where} {kind} after {attempts} attempt(s); "
-                                   "check that the server is up, or raise timeout/max_retries")
-        if failure.kind == "status":
-            return PolicyCallError(f"the server at {where} answered {failure.status} after "
-                                   f"{attempts} attempt(s): {failure.message}")
-        return PolicyCallError(f"the call to {where} failed: {failure.message}")
-
-    def _on_failure(self, exc: BaseException, attempt: int) -> float:
-        """The delay before the next attempt; raises the final error when there is none."""
-        failure = _failure(exc)
-        if failure is None:
-            raise exc
-        delay = self._retry_delay(attempt, failure)
-        if delay is None:
-            raise self._final_error(failure, attempt + 1) from exc
-        log.warning("policy_retry", model=self.model, attempt=attempt + 1, delay=round(delay, 3),
-                    error=failure.kind, status=failure.status)
-        return delay
+            return PolicyCallError(f"the request to {where} {kind} after {attempts} attempt(s) ({words}); "
+                                   "check that the server is up, or raise --policy-timeout/--max-retries",
+                                   transient=True)
+        if failure.kind == "bad_answer":
+            return PolicyCallError(f"the server at {where} sent an answer that is not a chat "
+                                   f"completion: {words}")
+        if failure.transient:
+            return PolicyCallError(f"the server at {where} answered {failure.status} after {attempts} "
+                                   f"attempt(s): {words}", status=failure.status, transient=True)
+        hint = f"; {_TOKEN_BUDGET_HINT}" if failure.context_length else ""
+        return PolicyCallError(f"the server at {where} rejected the request ({failure.status}): {words}{hint}",
+                               status=failure.status, context_length=failure.context_length)
 
     # -- sync ----------------------------------------------------------------------------------
     def _sync_client(self) -> Any:
@@ -302,17 +345,33 @@ class OpenAIPolicy:
                                              timeout=self.timeout, max_retries=0)
             return self._client
 
+    def _call_once(self, body: dict[str, Any]) -> Completion:
+        completions = self._sync_client().chat.completions
+        if body.get("stream"):
+            stream = _Stream()
+            with completions.with_streaming_response.create(**body) as response:
+                for line in response.iter_lines():
+                    if stream.feed(line):
+                        break
+            return stream.completion()
+        return self._completion(self._json(completions.with_raw_response.create(**body).content))
+
     def __call__(self, obs: Observation) -> Completion:
         """Ask the model for the next answer (blocking)."""
-        kwargs = self.request(obs)
-        client = self._sync_client()
-        attempt = 0
-        while True:
-            try:
-                return self._completion(client.chat.completions.create(**kwargs))
-            except Exception as exc:
-                time.sleep(self._on_failure(exc, attempt))
-                attempt += 1
+        body = self.request(obs)
+        attempts = 0
+        try:
+            for attempt in self._retrying(tenacity.Retrying):
+                with attempt:
+                    attempts = attempt.retry_state.attempt_number
+                    self._check_breaker()
+                    completion = self._call_once(body)
+        except AgentEnvError:
+            raise
+        except Exception as exc:
+            raise self._final_error(exc, attempts) from exc
+        self.breaker.success()
+        return completion
 
     # -- async ---------------------------------------------------------------------------------
     def _async_client(self) -> Any:
@@ -324,35 +383,69 @@ class OpenAIPolicy:
                 if old_loop.is_closed():
                     del self._async_clients[key]
             client: Any
-            if self._lean:
-                assert self.base_url is not None
-                client = LeanHTTPClient(self.base_url, timeout=self.timeout, headers={
-                    "Authorization": f"Bearer {self._api_key}", "User-Agent": "agentenv"})
-            else:
+            if self.transport == "sdk":
                 import openai
 
                 client = openai.AsyncOpenAI(api_key=self._api_key, base_url=self.base_url,
-                                            timeout=self.timeout, max_retries=0)
+                                            timeout=self.timeout, max_retries=0,
+                                            http_client=openai.DefaultAioHttpClient(timeout=self.timeout))
+            else:
+                import aiohttp
+
+                # The proxy is looked up once here: trust_env=True would look it up (and read
+                # ~/.netrc) in a worker thread on every request, two thread hops per call.
+                self._proxy = _env_proxy(self._url("/chat/completions"))
+                client = aiohttp.ClientSession(
+                    connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(total=self.timeout),
+                    headers={"Authorization": f"Bearer {self._api_key}", "User-Agent": "agentenv",
+                             "Content-Type": "application/json"})
             entry = (loop, client)
             self._async_clients[id(loop)] = entry
         return entry[1]
 
-    async def _acall_once(self, client: Any, obs: Observation) -> Completion:
-        if self._lean:
-            return self._completion_from_json(
-                await client.post_json("/chat/completions", self.request_body(obs)))
-        return self._completion(await client.chat.completions.create(**self.request(obs)))
+    async def _acall_once(self, client: Any, body: dict[str, Any]) -> Completion:
+        if self.transport == "sdk":
+            completions = client.chat.completions
+            if body.get("stream"):
+                stream = _Stream()
+                async with completions.with_streaming_response.create(**body) as response:
+                    async for line in response.iter_lines():
+                        if stream.feed(line):
+                            break
+                return stream.completion()
+            raw = await completions.with_raw_response.create(**body)
+            return self._completion(self._json(raw.content))
+        wire = {**body, **body.pop("extra_body", {})}
+        async with client.post(self._url("/chat/completions"), data=json.dumps(wire).encode(),
+                               proxy=self._proxy) as response:
+            if response.status >= 300:
+                raise StatusFailure(response.status, server_message(await response.read()),
+                                    response.headers.get("Retry-After"))
+            if wire.get("stream"):
+                stream = _Stream()
+                async for line in response.content:
+                    if stream.feed(line):
+                        break
+                return stream.completion()
+            return self._completion(self._json(await response.read()))
 
     async def acall(self, obs: Observation) -> Completion:
         """Ask the model for the next answer without blocking the event loop."""
         client = self._async_client()
-        attempt = 0
-        while True:
-            try:
-                return await self._acall_once(client, obs)
-            except Exception as exc:
-                await asyncio.sleep(self._on_failure(exc, attempt))
-                attempt += 1
+        body = self.request(obs)
+        attempts = 0
+        try:
+            async for attempt in self._retrying(tenacity.AsyncRetrying):
+                with attempt:
+                    attempts = attempt.retry_state.attempt_number
+                    self._check_breaker()
+                    completion = await self._acall_once(client, dict(body))
+        except AgentEnvError:
+            raise
+        except Exception as exc:
+            raise self._final_error(exc, attempts) from exc
+        self.breaker.success()
+        return completion
 
     async def aclose(self) -> None:
         """Close the async client of the running loop (others are dropped with their loops)."""
@@ -360,7 +453,7 @@ class OpenAIPolicy:
         entry = self._async_clients.pop(id(loop), None)
         if entry is not None:
             client = entry[1]
-            await (client.aclose() if isinstance(client, LeanHTTPClient) else client.close())
+            await client.close()
 
     def close(self) -> None:
         """Close the sync client. The policy stays usable: a new client is made on demand."""
@@ -368,6 +461,82 @@ class OpenAIPolicy:
             client, self._client = self._client, None
         if client is not None:
             client.close()
+
+    # -- preflight -----------------------------------------------------------------------------
+    def _listed_models(self) -> list[str]:
+        """The model ids ``GET /models`` lists (raises what the SDK raises when it fails)."""
+        data = self._json(self._sync_client().models.with_raw_response.list().content)
+        items = data.get("data") if isinstance(data, Mapping) else None
+        return [str(m["id"]) for m in items or () if isinstance(m, Mapping) and m.get("id")]
+
+    def preflight(self) -> None:
+        """Check the endpoint and the model before a run, as cheaply as the server allows.
+
+        ``GET /models`` first: a server that lists the model passes with nothing generated.
+        Otherwise (not listed, or the server lists nothing) one one-token completion decides.
+        Raises :class:`PolicyError` with one line that says what to fix; closes the breaker.
+        """
+        self.breaker.reset()
+        listed: list[str] = []
+        try:
+            listed = self._listed_models()
+        except Exception as exc:
+            failure = classify(exc)
+            if failure is None and not isinstance(exc, AgentEnvError):
+                raise
+            if failure is not None and (failure.kind in ("connection", "timeout") or failure.status == 401):
+                raise PolicyError(self._preflight_message(failure, listed)) from None
+            # Listing models is optional for a server (404, 405, a body that is not a list).
+        if self.model in listed:
+            return
+        body = {"model": self.model, "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 1}
+        if self.extra_body:
+            body["extra_body"] = dict(self.extra_body)
+        try:
+            self._completion(self._json(
+                self._sync_client().chat.completions.with_raw_response.create(**body).content))
+            return
+        except AgentEnvError as exc:
+            raise PolicyError(f"preflight: {exc}") from None
+        except Exception as exc:
+            failure = classify(exc)
+            if failure is None:
+                raise
+        raise PolicyError(self._preflight_message(failure, listed)) from None
+
+    def _preflight_message(self, failure: Failure, listed: list[str]) -> str:
+        where = self._where
+        if failure.kind == "connection":
+            return (f"cannot reach an OpenAI-compatible server at {where} ({failure.message}); "
+                    "start it, or fix --base-url (e.g. http://127.0.0.1:8000/v1)")
+        if failure.kind == "timeout":
+            return (f"{where} did not answer within {self.timeout:g} s; check the server, or raise "
+                    "--policy-timeout")
+        if failure.status == 401:
+            return f"{where} rejected the API key (401: {failure.message}); set a valid OPENAI_API_KEY"
+        if listed and self.model not in listed:
+            shown = ", ".join(listed[:5]) + (", ..." if len(listed) > 5 else "")
+            hint = f"; it serves {shown}: fix --model"
+        elif failure.status == 404 and not listed:
+            hint = "; check that --base-url ends in /v1 and --model names a model it serves"
+        else:
+            hint = "; check --model and the server's log"
+        return (f"{where} answered {failure.describe()} to a one-token request for model "
+                f"{self.model!r}{hint}")
+
+
+def _env_proxy(url: str) -> str | None:
+    """The proxy that HTTP(S)_PROXY / ALL_PROXY (minus NO_PROXY) route ``url`` through, if any."""
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    bypass = getattr(urllib.request, "proxy_bypass_environment")  # noqa: B009 - missing from typeshed
+    if not proxy or bypass(parts.hostname or "", proxies):
+        return None
+    return str(proxy)
 
 
 @functools.lru_cache(maxsize=16)

@@ -96,7 +96,7 @@ def compare_runs(run_a: RunLike, run_b: RunLike, n_boot: int = 10_000, seed: int
                            "difference": interval.to_dict()}
 
     warnings = []
-    for key in ("mode", "max_turns", "policy", "model", "token_budget", "feedback_from"):
+    for key in ("mode", "max_turns", "policy", "model", "token_budget", "feedback_from", "tokenizer"):
         if settings_a[key] != settings_b[key]:
             warnings.append(f"the runs differ in {key}: A {settings_a[key]}, B {settings_b[key]}")
     only_a = [name for name in groups_a if name not in groups_b]

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from agentenv.credit import SCHEMES, credit_rows
 from agentenv.report.runs import load_run, trajectories_path
+from agentenv.rollout.store import temporary_file
 
 __all__ = ["CREDIT_FILE", "export_credit"]
 
@@ -35,7 +35,7 @@ def export_credit(run: str | Path, out: str | Path | None = None, *, gamma: floa
     rows = credit_rows(trajectories, schemes=schemes, gamma=gamma, scale=scale)
     target = Path(out) if out is not None else trajectories_path(run).parent / CREDIT_FILE
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    fd, temporary = temporary_file(target)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             for row in rows:

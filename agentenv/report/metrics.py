@@ -32,7 +32,8 @@ from agentenv.report.stats import mean, quantile
 __all__ = ["REWARD_BINS", "aggregate", "horizon", "reward_distribution", "run_metrics", "task_row",
            "transitions"]
 
-REWARD_BINS = 10
+# Bins centred on 0.0, 0.1, ..., 1.0: a reward of 0.9 and a full pass (1.0) never share one.
+REWARD_BINS = 11
 # Difficulty rows run from easy to hard when the labels are the usual ones; others sort after.
 _DIFFICULTY_ORDER = ("introductory", "easy", "interview", "medium", "competition", "hard")
 TOKEN_KEYS = ("generated", "processed", "conversation")
@@ -111,11 +112,12 @@ def aggregate(rows: Sequence[dict[str, Any]], turns: int) -> dict[str, Any]:
 
 
 def _histogram(values: Sequence[float], low: float, high: float) -> list[int]:
+    """Counts per bin; bin i is centred on ``low + i * step`` (nearest centre wins)."""
     counts = [0] * REWARD_BINS
-    width = (high - low) / REWARD_BINS
+    step = (high - low) / (REWARD_BINS - 1)
     for value in values:
-        index = min(int((value - low) / width), REWARD_BINS - 1)
-        counts[max(index, 0)] += 1
+        index = math.floor((value - low) / step + 0.5 + 1e-9)  # 1e-9: 0.9/0.1 is 8.999...
+        counts[min(max(index, 0), REWARD_BINS - 1)] += 1
     return counts
 
 
@@ -130,13 +132,15 @@ def _describe(values: Sequence[float]) -> dict[str, float | None]:
 
 
 def reward_distribution(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
-    """Histograms (``REWARD_BINS`` equal bins) and summaries of final and first-turn rewards."""
+    """Histograms (``REWARD_BINS`` equal bins centred on 0, 0.1, ..., 1 for rewards in [0, 1])
+    and summaries of final and first-turn rewards."""
     final = [t.final_reward for t in trajectories]
     first = [t.turns[0].reward for t in trajectories if t.turns]
     low = min([0.0, *final, *first])
     high = max([1.0, *final, *first])
     return {
-        "bin_edges": [low + (high - low) * i / REWARD_BINS for i in range(REWARD_BINS + 1)],
+        "bin_edges": [low + (high - low) * (i - 0.5) / (REWARD_BINS - 1)
+                      for i in range(REWARD_BINS + 1)],
         "final_counts": _histogram(final, low, high),
         "first_turn_counts": _histogram(first, low, high),
         "final": _describe(final),

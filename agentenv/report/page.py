@@ -2,17 +2,28 @@
 
 No scripts, no fonts, no external links, so a page opens offline, attaches to an email and
 archives with the run. Every string from a run (task names, template ids, model names) is
-escaped. Builds the page for a run's report and the one for revise vs resample.
+escaped. Builds the page for a run's report (figures when they were drawn, and a link to every
+episode in the rollout browser, :mod:`agentenv.report.browser`) and the one for revise vs
+resample.
 """
 
 from __future__ import annotations
 
 import base64
 import html
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentenv.report.text import tokens
+from agentenv.records import Trajectory
+from agentenv.report.browser import (
+    BROWSER_FILE,
+    episode_anchors,
+    filter_link,
+    final_outcome,
+    ordered_episodes,
+)
+from agentenv.report.text import count, difficulty_rows, revise_header, revise_rows, tokens
 
 __all__ = ["image", "render_page", "report_page", "revise_page", "table"]
 
@@ -27,6 +38,9 @@ th { background: #f5f5f5; }
 img { max-width: 100%; margin: 0.5em 0; }
 .note { color: #666; font-size: 0.9em; }
 code { background: #f5f5f5; padding: 0 0.2em; }
+.episodes a { margin-right: 0.5em; white-space: nowrap; }
+.scroll { overflow-x: auto; max-width: 100%; }
+p { overflow-wrap: anywhere; }
 """
 
 
@@ -44,7 +58,9 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """An HTML table; cells escaped, floats to three decimals, None as a dash."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{_cell(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    # In a scrolling box: a wide table (revise vs resample has 12 columns) never runs off the page.
+    return (f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
+            "</table></div>")
 
 
 def image(png: bytes, alt: str) -> str:
@@ -83,15 +99,44 @@ def _metric_rows(rows: Mapping[str, Mapping[str, Any]]) -> list[list[Any]]:
             for name, row in rows.items()]
 
 
-def report_page(metrics: Mapping[str, Any], images: Mapping[str, bytes], title: str) -> str:
-    """The run report: settings, headline table, the three figures, per-difficulty/task rows."""
+def _figure(images: Mapping[str, bytes], name: str, alt: str) -> str:
+    return image(images[name], alt) if name in images else ""
+
+
+def _episode_links(episodes: Sequence[Trajectory]) -> str:
+    """Per task, a link to each of its episodes in the browser; per outcome, a filtered view."""
+    ordered = ordered_episodes(episodes)
+    anchors = episode_anchors(ordered)
+    by_task: dict[str, list[str]] = {}
+    for t, anchor in zip(ordered, anchors, strict=True):
+        mark = f"#{t.sample} {final_outcome(t)} {t.final_reward:.2f}"
+        by_task.setdefault(t.task_name, []).append(
+            f'<a href="{BROWSER_FILE}#{anchor}">{html.escape(mark)}</a>')
+    outcomes: dict[str, int] = {}
+    for t in ordered:
+        outcomes[final_outcome(t)] = outcomes.get(final_outcome(t), 0) + 1
+    views = " ".join(f'<a href="{html.escape(filter_link(outcome=o))}">{html.escape(o)} ({n})</a>'
+                     for o, n in sorted(outcomes.items()))
+    rows = "".join(f'<tr><td><a href="{html.escape(filter_link(task=name))}">{html.escape(name)}</a>'
+                   f'</td><td class="episodes" style="text-align:left">{" ".join(links)}</td></tr>'
+                   for name, links in by_task.items())
+    return (f'<p>Every episode turn by turn, in the <a href="{BROWSER_FILE}">rollout browser</a> '
+            f"({count(len(ordered), 'episode')}). By final outcome: {views}</p>"
+            f"<table><thead><tr><th>task</th><th>episodes (sample, final outcome, reward)</th>"
+            f"</tr></thead><tbody>{rows}</tbody></table>")
+
+
+def report_page(metrics: Mapping[str, Any], images: Mapping[str, bytes], title: str,
+                episodes: Sequence[Trajectory] | None = None) -> str:
+    """The run report: settings, headline table, the figures that were drawn, per-difficulty
+    and per-task rows, and (given the episodes) a link to each in the rollout browser."""
     run = metrics["run"]
     turns = run["turns"]
     header = ["", "tasks", "episodes", "pass@1", f"solve@{turns}", "repair rate", "mean reward",
               "mean turns", "generated tokens", "processed tokens", "conversation tokens"]
     overall = metrics["overall"]
-    intro = (f"{run['mode'].replace('_', '-')} run: {run['tasks']} tasks, {run['episodes']} "
-             f"episodes, up to {turns} turn(s). Rates average over tasks; the repair rate is "
+    intro = (f"{run['mode'].replace('_', '-')} run: {count(run['tasks'], 'task')}, "
+             f"{count(run['episodes'], 'episode')}, up to {count(turns, 'turn')}. Rates average over tasks; the repair rate is "
              "the share of episodes that failed turn 1 and were solved later. Tokens per episode: "
              "generated by the policy; processed, prompt plus generated summed over calls (what a "
              "server bills); conversation, the final conversation with every message once.")
@@ -102,21 +147,39 @@ def report_page(metrics: Mapping[str, Any], images: Mapping[str, bytes], title: 
                        in zip(transitions["states"], transitions["counts"], strict=True)]
     sections = [
         ("Settings", _settings(run["settings"])),
-        ("Summary", table(header, _metric_rows({"overall": overall}))
+        ("Summary", (f'<p>Every episode\'s conversation, turn by turn: <a href="{BROWSER_FILE}">'
+                     "the rollout browser</a> (links per episode under Episodes below).</p>"
+                     if episodes else "")
+         + table(header, _metric_rows({"overall": overall}))
          + table(["stop reason", "episodes"], list(metrics["stop_reasons"].items()))),
-        ("Cumulative solve rate by turn", image(images["cumulative_solve_rate"], "solve rate by turn")
+        ("Cumulative solve rate by turn",
+         _figure(images, "cumulative_solve_rate", "solve rate by turn")
          + table(["turn", "episodes reaching it", "solved by it", "mean reward at it"], by_turn)),
-        ("Reward distribution", image(images["reward_distribution"], "reward histogram")),
-        ("Outcome transitions", image(images["transition_matrix"], "transition matrix")
+        ("Reward distribution", _figure(images, "reward_distribution", "reward histogram")
+         + _reward_table(metrics["reward_distribution"])),
+        ("Outcome transitions", _figure(images, "transition_matrix", "transition matrix")
          + table(["turn t \\ turn t+1", *transitions["states"]], transition_rows)),
-        ("By difficulty", table(header, _metric_rows(metrics["by_difficulty"]))),
-        ("By task", table(["task", *header[1:]], _metric_rows(metrics["by_task"]))),
     ]
+    levels = difficulty_rows(metrics["by_difficulty"])
+    if levels:
+        sections.append(("By difficulty", table(header, _metric_rows(levels))))
+    sections.append(("By task", table(["task", *header[1:]], _metric_rows(metrics["by_task"]))))
+    if episodes:
+        sections.append(("Episodes", _episode_links(episodes)))
     return render_page(title, sections, intro=html.escape(intro))
 
 
-def revise_page(result: Mapping[str, Any], figure: bytes, text_table: str) -> str:
-    """The revise-vs-resample page: the budget figure, the table, the paired interval."""
+def _reward_table(dist: Mapping[str, Any]) -> str:
+    edges = dist["bin_edges"]
+    centres = [(lo + hi) / 2 for lo, hi in itertools.pairwise(edges)]
+    rows = [[f"{c:.2f}", final, first] for c, final, first
+            in zip(centres, dist["final_counts"], dist["first_turn_counts"], strict=True)
+            if final or first]
+    return table(["reward (bin centre)", "episodes (final turn)", "episodes (first turn)"], rows)
+
+
+def revise_page(result: Mapping[str, Any], figure: bytes | None) -> str:
+    """The revise-vs-resample page: the budget figure (when drawn), the table, the interval."""
     k = result["k"]
     diff = result["revise_minus_1@k"]
     intro = html.escape(
@@ -124,10 +187,14 @@ def revise_page(result: Mapping[str, Any], figure: bytes, text_table: str) -> st
         f"{k} turns, solve@{k}) against resample ({k} single-step samples; 1@{k} picks the first "
         f"that passes its visible checks, pass@{k} is the oracle pick). revise - 1@{k} = "
         f"{diff['estimate']:+.3f}, {round(diff['confidence'] * 100)}% CI [{diff['low']:+.3f}, "
-        f"{diff['high']:+.3f}] (paired bootstrap over {diff['n']} tasks).")
+        f"{diff['high']:+.3f}] (paired bootstrap over {count(diff['n'], 'task')}).")
     sections = [
-        ("Solve rate against budget", image(figure, "solve rate against budget")),
-        ("Table", f"<pre>{html.escape(text_table)}</pre>"),
+        ("Solve rate against budget", image(figure, "solve rate against budget") if figure else
+         '<p class="note">(figure left out: matplotlib is not installed)</p>'),
+        ("Table", table(revise_header(k), revise_rows(dict(result)))
+         + '<p class="note">gen = generated tokens, proc = processed (prompt + generated over '
+           f"calls); rev = one multi-turn episode of up to {k} turns, {k}x = {k} single-step "
+           "samples</p>"),
         ("Single-step run", _settings(result["single_step"]["settings"])),
         ("Multi-turn run", _settings(result["multi_turn"]["settings"])),
     ]

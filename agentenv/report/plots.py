@@ -1,7 +1,8 @@
 """The report's figures as PNG bytes: solve rate by turn, rewards, transitions, budget curves.
 
 matplotlib (the ``plots`` extra) is imported only when a figure is drawn, and its absence is a
-:class:`~agentenv.errors.MissingDependency` naming the extra. Figures are built on
+:class:`~agentenv.errors.MissingDependency` naming the extra (:func:`plots_available` asks
+first: the report writer then leaves the figures out and writes everything else). Figures are built on
 ``matplotlib.figure.Figure`` with the Agg canvas, never through pyplot, so drawing touches no
 global state and works without a display. Each function takes the dict its analysis returned.
 """
@@ -15,15 +16,25 @@ from typing import Any
 from agentenv.errors import MissingDependency
 
 __all__ = [
+    "PLOTS_MISSING",
     "budget_plot",
     "cumulative_solve_plot",
+    "plots_available",
     "require_matplotlib",
     "reward_distribution_plot",
     "transition_heatmap",
 ]
 
-_OUTCOME_LABELS = {"no_code": "no code", "syntax_error": "syntax", "runtime_error": "runtime",
-                   "timeout": "timeout", "wrong_answer": "wrong", "pass": "pass"}
+PLOTS_MISSING = 'plots left out: matplotlib is not installed (pip install "agentenv[plots]")'
+
+
+def plots_available() -> bool:
+    """Whether matplotlib can be imported (the figures can be drawn)."""
+    try:
+        require_matplotlib()
+    except MissingDependency:
+        return False
+    return True
 
 
 def require_matplotlib() -> Any:
@@ -105,7 +116,7 @@ def transition_heatmap(metrics: dict[str, Any]) -> bytes:
         _empty(axis, "no turn-to-turn transitions\n(every episode had one turn)")
         axis.set_title("Outcome transitions")
         return _png(figure)
-    labels = [_OUTCOME_LABELS.get(s, s) for s in data["states"]]
+    labels = list(data["states"])  # the outcome names the tables use, unabridged
     shares = [row if row is not None else [0.0] * len(labels) for row in data["row_fractions"]]
     image = axis.imshow(shares, cmap="Blues", vmin=0.0, vmax=1.0)
     for i, row in enumerate(data["counts"]):

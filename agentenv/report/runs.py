@@ -8,6 +8,7 @@ template ids it used, and its episodes grouped by task. Not here: any metric.
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,6 +26,7 @@ __all__ = [
     "load_summary",
     "run_mode",
     "run_settings",
+    "task_order",
     "trajectories_path",
 ]
 
@@ -155,12 +157,20 @@ def run_mode(trajectories: Sequence[Trajectory]) -> str:
     return modes.pop()
 
 
+def task_order(name: str) -> tuple[Any, ...]:
+    """Sort key for task names: digit runs compare as numbers ("HumanEval/2" before "/10")."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part)
+                 for part in re.split(r"(\d+)", name) if part)
+
+
 def by_task(trajectories: Sequence[Trajectory]) -> dict[str, list[Trajectory]]:
-    """Episodes grouped by task name (tasks in first-seen order, samples sorted by index)."""
+    """Episodes grouped by task name, tasks in name order (:func:`task_order`) and samples by
+    index, so every table built on it is the same whatever order the episodes finished in."""
     groups: dict[str, list[Trajectory]] = defaultdict(list)
     for trajectory in trajectories:
         groups[trajectory.task_name].append(trajectory)
-    return {name: sorted(group, key=lambda t: t.sample) for name, group in groups.items()}
+    return {name: sorted(groups[name], key=lambda t: (t.sample, t.episode_id or ""))
+            for name in sorted(groups, key=task_order)}
 
 
 def run_settings(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
@@ -177,5 +187,6 @@ def run_settings(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
         "max_turns": distinct(t.max_turns for t in trajectories),
         "token_budget": distinct(t.token_budget for t in trajectories),
         "feedback_from": distinct(t.feedback_from for t in trajectories),
+        "tokenizer": distinct(t.metadata.get("tokenizer") for t in trajectories),
         "template_ids": [json.loads(s) for s in sorted(template_sets)],
     }

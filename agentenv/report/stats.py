@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,7 @@ __all__ = [
     "Interval",
     "bootstrap_difference",
     "mean",
+    "mean_halfwidth",
     "paired_bootstrap",
     "pass_at_k",
     "quantile",
@@ -28,6 +30,22 @@ __all__ = [
 def mean(values: Sequence[float]) -> float | None:
     """Arithmetic mean, or None for no values."""
     return math.fsum(values) / len(values) if values else None
+
+
+def mean_halfwidth(values: Sequence[float], confidence: float = 0.95) -> float | None:
+    """Half-width of the normal-approximation interval of the mean: ``z * s / sqrt(n)``.
+
+    ``s`` is the sample standard deviation and ``z`` the normal quantile (1.96 at 95%); None
+    for fewer than two values. The run table's quick ``±``; bootstraps are for comparisons.
+    """
+    if len(values) < 2:
+        return None
+    if not 0.0 < confidence < 1.0:
+        raise ConfigError(f"confidence must be in (0, 1), got {confidence!r}")
+    centre = math.fsum(values) / len(values)
+    variance = math.fsum((v - centre) ** 2 for v in values) / (len(values) - 1)
+    z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
+    return z * math.sqrt(variance / len(values))
 
 
 def quantile(sorted_values: Sequence[float], q: float) -> float:

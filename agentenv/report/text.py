@@ -10,7 +10,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["format_comparison", "format_report", "format_revise", "table", "tokens"]
+__all__ = ["count", "difficulty_rows", "format_comparison", "format_report", "format_revise",
+           "revise_header", "revise_rows", "table", "tokens"]
+
+
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and the noun, singular for one: "1 task", "3 tasks"."""
+    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+
+
+def difficulty_rows(by_difficulty: dict[str, Any]) -> dict[str, Any]:
+    """The per-difficulty rows worth showing: none when there is a single level (its row would
+    repeat the overall one, e.g. "unknown" for a task set without difficulty labels)."""
+    return by_difficulty if len(by_difficulty) > 1 else {}
 
 
 def _num(value: Any, digits: int = 3) -> str:
@@ -28,10 +40,10 @@ def _num(value: Any, digits: int = 3) -> str:
 
 
 def tokens(value: float | None) -> str:
-    """A mean token count: whole numbers from 100 up, one decimal below."""
+    """A mean token count, as a whole number (one format down a column: "57" beside "197")."""
     if value is None:
         return "-"
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
+    return f"{value:,.0f}"
 
 
 def _signed(value: float | None) -> str:
@@ -72,14 +84,18 @@ def format_report(metrics: dict[str, Any]) -> str:
     header = ["", "tasks", "episodes", "pass@1", f"solve@{turns}", "repair", "reward",
               "turns", "gen tok", "proc tok", "conv tok"]
     lines = [
-        f"run: {run['mode']}, {run['tasks']} tasks, {run['episodes']} episodes, T={turns}, "
-        f"policy {', '.join(settings['policy']) or '-'}, model {', '.join(settings['model']) or '-'}",
+        f"run: {run['mode']}, {count(run['tasks'], 'task')}, {count(run['episodes'], 'episode')}, "
+        f"T={turns}, policy {', '.join(settings['policy']) or '-'}, "
+        f"model {', '.join(settings['model']) or '-'}",
     ]
+    if settings.get("tokenizer"):
+        lines.append("tokens counted with: " + ", ".join(settings["tokenizer"]))
     for ids in settings["template_ids"]:
         if ids:
             lines.append("templates: " + ", ".join(f"{k}={v}" for k, v in sorted(ids.items())))
     rows = [_run_row("overall", metrics["overall"])]
-    rows += [_run_row(f"difficulty {level}", row) for level, row in metrics["by_difficulty"].items()]
+    rows += [_run_row(f"difficulty {level}", row)
+             for level, row in difficulty_rows(metrics["by_difficulty"]).items()]
     lines += ["", table(header, rows)]
     overall = metrics["overall"]
     lines += ["", "solve rate by turn: " + "  ".join(
@@ -99,8 +115,8 @@ def format_comparison(comparison: dict[str, Any]) -> str:
     """Per-task and overall differences B - A with their intervals."""
     a, b = comparison["a"], comparison["b"]
     confidence = round(comparison["confidence"] * 100)
-    lines = [f"A: {a['path'] or '(episodes)'}  ({a['tasks']} tasks, {a['episodes']} episodes)",
-             f"B: {b['path'] or '(episodes)'}  ({b['tasks']} tasks, {b['episodes']} episodes)"]
+    lines = [f"{label}: {side['path'] or '(episodes)'}  ({count(side['tasks'], 'task')}, "
+             f"{count(side['episodes'], 'episode')})" for label, side in (("A", a), ("B", b))]
     for label, side in (("A", a), ("B", b)):
         for ids in side["template_ids"]:
             lines.append(f"{label} templates: " + (", ".join(f"{k}={v}" for k, v in sorted(ids.items()))
@@ -113,7 +129,7 @@ def format_comparison(comparison: dict[str, Any]) -> str:
         diff = values["difference"]
         rows.append([metric, values["a"], values["b"], _signed(diff["estimate"]),
                      _interval(diff["low"], diff["high"]) + (" *" if diff["excludes_zero"] else "")])
-    lines += ["", f"overall over {comparison['common_tasks']} common tasks "
+    lines += ["", f"overall over {count(comparison['common_tasks'], 'common task')} "
               f"({comparison['n_boot']} bootstrap resamples; * = interval excludes 0)",
               table(header, rows)]
     task_header = ["task", "n A", "n B", "solve A", "solve B", "solve B-A", "CI",
@@ -129,11 +145,14 @@ def format_comparison(comparison: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def format_revise(result: dict[str, Any]) -> str:
-    """The revise-vs-resample table: per task and overall, then the paired interval."""
-    k = result["k"]
-    header = ["task", "n", "pass@1", "pass@1 t1", f"solve@{k}", f"1@{k}", f"pass@{k}", "repair",
-              "gen tok rev", f"gen tok {k}x", "proc tok rev", f"proc tok {k}x"]
+def revise_header(k: int) -> list[str]:
+    """The column names of the revise-vs-resample table (terminal and HTML)."""
+    return ["task", "n", "pass@1", "pass@1 t1", f"solve@{k}", f"1@{k}", f"pass@{k}", "repair",
+            "gen tok rev", f"gen tok {k}x", "proc tok rev", f"proc tok {k}x"]
+
+
+def revise_rows(result: dict[str, Any]) -> list[list[Any]]:
+    """The revise-vs-resample table's rows: one per task, then the overall row."""
 
     def row(label: str, values: dict[str, Any], n: Any) -> list[Any]:
         cost = values["tokens"]
@@ -145,6 +164,15 @@ def format_revise(result: dict[str, Any]) -> str:
     overall = result["overall"]
     rows = [row(name, values, values["samples"]) for name, values in result["by_task"].items()]
     rows.append(row("overall", overall, overall["tasks"]))
+    return rows
+
+
+def format_revise(result: dict[str, Any]) -> str:
+    """The revise-vs-resample table: per task and overall, then the paired interval."""
+    k = result["k"]
+    header = revise_header(k)
+    overall = result["overall"]
+    rows = revise_rows(result)
     diff = result["revise_minus_1@k"]
     oracle = result["revise_minus_pass@k"]
     confidence = round(diff["confidence"] * 100)
@@ -155,7 +183,7 @@ def format_revise(result: dict[str, Any]) -> str:
         table(header, rows),
         "",
         f"revise - 1@{k}: {_signed(diff['estimate'])}, {confidence}% CI "
-        f"{_interval(diff['low'], diff['high'])} (paired bootstrap over {diff['n']} tasks, "
+        f"{_interval(diff['low'], diff['high'])} (paired bootstrap over {count(diff['n'], 'task')}, "
         f"{diff['n_boot']} resamples)",
         f"revise - pass@{k}: {_signed(oracle['estimate'])}, {confidence}% CI "
         f"{_interval(oracle['low'], oracle['high'])}",

@@ -1,9 +1,10 @@
 """Writing reports to disk: a run's report, a comparison, and revise vs resample.
 
 Each ``write_*`` function runs its analysis, writes its files (JSON numbers, a text table, PNG
-figures, one self-contained HTML page) and returns the analysis dict with a ``files`` entry
-naming what it wrote. matplotlib is checked before anything is written, so a missing ``plots``
-extra never leaves half a report behind.
+figures, self-contained HTML pages) and returns the analysis dict with a ``files`` entry naming
+what it wrote. The text and HTML are always written; the PNG figures only when matplotlib (the
+``plots`` extra) is installed, and otherwise ``notes`` says they were left out and how to get
+them. A run's report also writes the rollout browser (``episodes.html``).
 """
 
 from __future__ import annotations
@@ -12,13 +13,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+from agentenv.report.browser import BROWSER_FILE, browser_page
 from agentenv.report.compare import RunLike, compare_runs
 from agentenv.report.metrics import run_metrics
 from agentenv.report.page import report_page, revise_page
 from agentenv.report.plots import (
+    PLOTS_MISSING,
     budget_plot,
     cumulative_solve_plot,
-    require_matplotlib,
+    plots_available,
     reward_distribution_plot,
     transition_heatmap,
 )
@@ -39,11 +42,11 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None, *, cred
                  gamma: float = 1.0) -> dict[str, Any]:
     """Compute a run's metrics and write them (into ``<run_dir>/report`` by default).
 
-    Files: ``metrics.json``, ``report.txt`` (the terminal table), ``cumulative_solve_rate.png``,
-    ``reward_distribution.png``, ``transition_matrix.png``, ``report.html`` (self-contained),
+    Files: ``metrics.json``, ``report.txt`` (the terminal table), ``report.html``
+    (self-contained), ``episodes.html`` (the rollout browser), with matplotlib
+    ``cumulative_solve_rate.png``, ``reward_distribution.png`` and ``transition_matrix.png``,
     and, with ``credit`` (the default), ``credit.jsonl`` next to the trajectories.
     """
-    require_matplotlib()
     source = trajectories_path(run_dir)
     trajectories = load_run(source)
     summary = load_summary(source)
@@ -54,11 +57,16 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None, *, cred
     out = Path(out_dir) if out_dir is not None else source.parent / REPORT_DIR
     out.mkdir(parents=True, exist_ok=True)
 
-    images = {
-        "cumulative_solve_rate": cumulative_solve_plot(metrics),
-        "reward_distribution": reward_distribution_plot(metrics),
-        "transition_matrix": transition_heatmap(metrics),
-    }
+    images: dict[str, bytes] = {}
+    notes: list[str] = []
+    if plots_available():
+        images = {
+            "cumulative_solve_rate": cumulative_solve_plot(metrics),
+            "reward_distribution": reward_distribution_plot(metrics),
+            "transition_matrix": transition_heatmap(metrics),
+        }
+    else:
+        notes.append(PLOTS_MISSING)
     files: dict[str, str] = {}
     for name, png in images.items():
         path = out / f"{name}.png"
@@ -67,15 +75,20 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None, *, cred
     text = format_report(metrics)
     (out / "report.txt").write_text(text + "\n", encoding="utf-8")
     files["text"] = str(out / "report.txt")
-    page = report_page(metrics, images, title=f"agentenv report: {source.parent.name}")
+    page = report_page(metrics, images, title=f"agentenv report: {source.parent.name}",
+                       episodes=trajectories)
     (out / "report.html").write_text(page, encoding="utf-8")
     files["html"] = str(out / "report.html")
+    browser = browser_page(trajectories, title=f"agentenv episodes: {source.parent.name}")
+    (out / BROWSER_FILE).write_text(browser, encoding="utf-8")
+    files["episodes"] = str(out / BROWSER_FILE)
     if credit:
         from agentenv.report.credit_export import export_credit
 
         files["credit"] = str(export_credit(source, gamma=gamma))
     files["metrics"] = str(out / "metrics.json")
     metrics["files"] = files
+    metrics["notes"] = notes
     _write_json(out / "metrics.json", metrics)
     return metrics
 
@@ -97,10 +110,9 @@ def write_revise_report(single_step_run: str | Path, multi_turn_run: str | Path,
                         n_boot: int = 10_000, seed: int = 0) -> dict[str, Any]:
     """Revise vs resample, written to ``out_dir`` (default ``<multi_turn_run>/revise_vs_resample``).
 
-    Files: ``revise_vs_resample.json``, ``.txt`` (the table), ``.png`` (solve rate against
-    budget, in calls and in tokens) and ``.html`` (self-contained).
+    Files: ``revise_vs_resample.json``, ``.txt`` (the table), ``.html`` (self-contained) and,
+    with matplotlib, ``.png`` (solve rate against budget, in calls and in tokens).
     """
-    require_matplotlib()
     single = load_run(single_step_run)
     multi = load_run(multi_turn_run)
     result = revise_vs_resample(single, multi, k=k, n_boot=n_boot, seed=seed)
@@ -110,11 +122,15 @@ def write_revise_report(single_step_run: str | Path, multi_turn_run: str | Path,
     out = Path(out_dir) if out_dir is not None else default
     out.mkdir(parents=True, exist_ok=True)
     stem = out / "revise_vs_resample"
-    figure = budget_plot(result)
+    figure = budget_plot(result) if plots_available() else None
     text = format_revise(result)
-    Path(f"{stem}.png").write_bytes(figure)
+    kinds = ["txt", "html", "json"]
+    if figure is not None:
+        Path(f"{stem}.png").write_bytes(figure)
+        kinds.insert(0, "png")
     Path(f"{stem}.txt").write_text(text + "\n", encoding="utf-8")
-    Path(f"{stem}.html").write_text(revise_page(result, figure, text), encoding="utf-8")
-    result["files"] = {kind: f"{stem}.{kind}" for kind in ("png", "txt", "html", "json")}
+    Path(f"{stem}.html").write_text(revise_page(result, figure), encoding="utf-8")
+    result["files"] = {kind: f"{stem}.{kind}" for kind in kinds}
+    result["notes"] = [] if figure is not None else [PLOTS_MISSING]
     _write_json(Path(f"{stem}.json"), result)
     return result

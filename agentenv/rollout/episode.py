@@ -11,6 +11,12 @@ shared contract: ``reset``/``step`` (``astep`` when present) and ``env.trajector
 twin awaits the policy through :func:`agentenv.policies.acall_policy` (optionally under a
 semaphore that bounds concurrent model calls) and the sandbox through ``env.astep``, whose
 work runs in the sandbox's bounded worker pool.
+
+A model call the server rejected for good (a ``PolicyCallError`` that is not ``transient``,
+such as a context-length error) ends the episode there: the turns already graded are kept and
+``stop_reason`` is ``"context_length"`` or ``"policy_error"`` (the message is in
+``metadata["policy_error"]``), since asking again would fail again. Transient failures
+(the server down, timeouts, 5xx) propagate: the episode is retried later as a whole.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import inspect
 from concurrent.futures import Executor
 from typing import Any
 
-from agentenv.errors import ConfigError, EnvStateError
+from agentenv.errors import ConfigError, EnvStateError, PolicyCallError
 from agentenv.policies.base import acall_policy, policy_model, policy_name
 from agentenv.records import Trajectory
 
@@ -42,17 +48,28 @@ def _step_limit(env: Any, max_steps: int | None) -> int:
     return _DEFAULT_STEP_LIMIT
 
 
-def _finish(env: Any, policy: Any, episode_id: str | None, sample: int) -> Trajectory:
+def _finish(env: Any, policy: Any, episode_id: str | None, sample: int,
+            error: PolicyCallError | None = None) -> Trajectory:
     trajectory = getattr(env, "trajectory", None)
     if not isinstance(trajectory, Trajectory):
         raise ConfigError(f"{type(env).__name__} keeps no env.trajectory; run_episode needs an "
                           "agentenv environment such as CodingEnv or MultiTurnCodingEnv")
+    metadata = dict(trajectory.metadata)
+    stop_reason = trajectory.stop_reason
+    if error is not None:  # the episode ends here, with the turns graded so far
+        stop_reason = error.stop_reason
+        metadata["policy_error"] = str(error)
     # A copy, so a later env.reset() cannot touch what we return (TurnRecords are frozen).
     return dataclasses.replace(
         trajectory, turns=list(trajectory.turns), template_ids=dict(trajectory.template_ids),
-        metadata=dict(trajectory.metadata), episode_id=episode_id, sample=sample,
+        metadata=metadata, episode_id=episode_id, sample=sample, stop_reason=stop_reason,
         policy=policy_name(policy), model=policy_model(policy),
     )
+
+
+def _ends_episode(exc: PolicyCallError) -> bool:
+    """A rejected request ends the episode; a transient failure fails it (retried later)."""
+    return not exc.transient
 
 
 _TAKES_SEED: dict[type, bool] = {}
@@ -89,7 +106,12 @@ def run_episode(env: Any, policy: Any, *, task_index: int | None = None, max_ste
     limit = _step_limit(env, max_steps)
     obs = _reset(env, task_index, seed)
     for _ in range(limit):
-        action = policy(obs)
+        try:
+            action = policy(obs)
+        except PolicyCallError as exc:
+            if not _ends_episode(exc):
+                raise
+            return _finish(env, policy, episode_id, sample, exc)
         obs, _reward, done, _info = env.step(action)
         if done:
             return _finish(env, policy, episode_id, sample)
@@ -106,8 +128,13 @@ async def arun_episode(env: Any, policy: Any, *, task_index: int | None = None,
     obs = _reset(env, task_index, seed)
     astep = getattr(env, "astep", None)
     for _ in range(limit):
-        async with policy_slots if policy_slots is not None else contextlib.nullcontext():
-            action = await acall_policy(policy, obs, policy_executor)
+        try:
+            async with policy_slots if policy_slots is not None else contextlib.nullcontext():
+                action = await acall_policy(policy, obs, policy_executor)
+        except PolicyCallError as exc:
+            if not _ends_episode(exc):
+                raise
+            return _finish(env, policy, episode_id, sample, exc)
         if astep is not None:
             obs, _reward, done, _info = await astep(action)
         else:

@@ -144,7 +144,8 @@ def make_env(config: RolloutConfig, tasks: Sequence[Task], seed: int) -> Any:
     if config.mode == "single_step":
         from agentenv.envs.coding import CodingEnv
 
-        return CodingEnv(tasks=tasks, timeout=config.timeout, seed=seed)
+        # Token counts with the policy model's own tokenizer, as in the multi-turn env below.
+        return CodingEnv(tasks=tasks, timeout=config.timeout, seed=seed, tokenizer=config.model)
     from agentenv.envs.multiturn import MultiTurnCodingEnv
 
     options: dict[str, Any] = {"token_budget": config.token_budget, "feedback_from": config.feedback_from}

@@ -12,9 +12,16 @@ The work itself is done by a *backend* with one method, ``async run(spec) -> Tra
 (:mod:`agentenv.rollout.ray_backend`) runs them in Ray actors. Everything else (planning,
 resuming, writing, summarising) is shared, so both give the same records.
 
-Errors: a failed model call (``PolicyCallError``) or a sandbox fault (``SandboxError``) fails
-that one episode. It is reported in ``RolloutResult.errors`` and in the summary, not written,
-and so retried on resume. Any other exception (a misconfigured policy, a bug) stops the run.
+Errors: a model call the server rejected ends its episode with the turns graded so far (see
+:mod:`agentenv.rollout.episode`), which is written like any other. A transient model-call
+failure (``PolicyCallError``) or a sandbox fault (``SandboxError``) fails that one episode: it
+is reported in ``RolloutResult.errors`` and in the summary, not written, and so retried on
+resume. ``ServerUnavailable`` (the policy's circuit breaker opened: its server stopped
+answering) stops the run: no new episode starts, episodes in flight get
+``STOP_GRACE_SECONDS`` to finish (their model calls fail at once while the breaker is open;
+those being graded finish and are written), the rest are cancelled and left to the resume,
+and ``RolloutResult.stopped`` says why. Any other
+exception (a misconfigured policy, a bug) stops the run by propagating.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from agentenv.errors import ConfigError, PolicyCallError, SandboxError
+from agentenv.errors import ConfigError, PolicyCallError, SandboxError, ServerUnavailable
 from agentenv.log import get_logger
 from agentenv.policies.base import policy_model, policy_name
 from agentenv.records import Trajectory
@@ -72,7 +79,8 @@ class EpisodeError:
 @dataclass
 class RolloutResult:
     """What a run produced: every finished trajectory (resumed ones included, in plan order),
-    the summary, the episodes that failed, how many were skipped as already done, where it is."""
+    the summary, the episodes that failed, how many were skipped as already done, where it is,
+    and why the run stopped early (``stopped``; None when every planned episode was tried)."""
 
     trajectories: list[Trajectory]
     summary: dict[str, Any]
@@ -80,6 +88,12 @@ class RolloutResult:
     skipped: int = 0
     out_dir: Path | None = None
     seconds: float = 0.0
+    stopped: str | None = None
+
+
+# After the run is stopped, episodes in flight get this long to finish (those being graded are
+# then written); the rest are cancelled and left to the resume.
+STOP_GRACE_SECONDS = 10.0
 
 
 class Backend(Protocol):
@@ -243,6 +257,8 @@ async def arun_rollouts(tasks: Sequence[Task], policy: Any, config: RolloutConfi
             backend = LocalBackend(tasks, policy, config, env_factory)
 
     errors: list[EpisodeError] = []
+    stopped: list[str] = []
+    stop = asyncio.Event()
     queue: asyncio.Queue[EpisodeSpec] = asyncio.Queue()
     for spec in todo:
         queue.put_nowait(spec)
@@ -252,13 +268,19 @@ async def arun_rollouts(tasks: Sequence[Task], policy: Any, config: RolloutConfi
     async def worker() -> None:
         nonlocal n_done
         assert backend is not None
-        while True:
+        while not stopped:
             try:
                 spec = queue.get_nowait()
             except asyncio.QueueEmpty:
                 return
             try:
                 trajectory = await backend.run(spec)
+            except ServerUnavailable as exc:
+                if not stopped:
+                    log.warning("run_stopped", episode_id=spec.episode_id, error=str(exc))
+                    stop.set()
+                stopped.append(str(exc))
+                return
             except EPISODE_ERRORS as exc:
                 errors.append(EpisodeError(spec.episode_id, spec.task_name, spec.sample,
                                            f"{type(exc).__name__}: {exc}"))
@@ -282,11 +304,9 @@ async def arun_rollouts(tasks: Sequence[Task], policy: Any, config: RolloutConfi
                 # up, instead of every worker's setup running before the first byte is sent.
                 await asyncio.sleep(0)
             if workers:
-                await asyncio.gather(*workers)
+                await _until_done_or_stopped(workers, stop)
     except BaseException:
-        for w in workers:
-            w.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
+        await _cancel(workers)
         raise
     finally:
         if own_backend:
@@ -302,15 +322,43 @@ async def arun_rollouts(tasks: Sequence[Task], policy: Any, config: RolloutConfi
         "tasks": config.tasks, "mode": config.mode, "max_turns": config.max_turns,
         "samples": config.samples, "seed": config.seed, "backend": config.backend,
         "concurrency": config.concurrency, "planned": len(specs), "resumed": skipped,
-        "ran": len(todo) - len(errors), "failed": len(errors), "seconds": round(seconds, 3),
-        "episodes_per_second": round((len(todo) - len(errors)) / seconds, 3) if seconds > 0 else None,
+        "ran": len(finished) - skipped, "failed": len(errors), "seconds": round(seconds, 3),
+        "episodes_per_second": round((len(finished) - skipped) / seconds, 3) if seconds > 0 else None,
+        "stopped": stopped[0] if stopped else None,
     }
     summary["errors"] = [e.to_dict() for e in errors]
     if store is not None:
+        store.sort_episodes({s.episode_id: i for i, s in enumerate(specs)})
         store.write_summary(summary)
     log.info("rollout_done", episodes=len(ordered), failed=len(errors), seconds=round(seconds, 3))
     return RolloutResult(trajectories=ordered, summary=summary, errors=errors, skipped=skipped,
-                         out_dir=store.dir if store is not None else None, seconds=seconds)
+                         out_dir=store.dir if store is not None else None, seconds=seconds,
+                         stopped=stopped[0] if stopped else None)
+
+
+async def _until_done_or_stopped(workers: Sequence[asyncio.Future[None]], stop: asyncio.Event) -> None:
+    """Wait for every worker; once ``stop`` is set, for at most STOP_GRACE_SECONDS more, then
+    cancel those still busy. A worker's exception propagates."""
+    everything: asyncio.Future[Any] = asyncio.gather(*workers)
+    stopping: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({everything, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not everything.done():
+            await asyncio.wait({everything}, timeout=STOP_GRACE_SECONDS)
+        if not everything.done():
+            await _cancel(workers)
+            await asyncio.wait({everything})
+            everything.exception()  # a cancelled worker's CancelledError: retrieved, not raised
+            return
+        everything.result()
+    finally:
+        stopping.cancel()
+
+
+async def _cancel(workers: Sequence[asyncio.Future[None]]) -> None:
+    for w in workers:
+        w.cancel()
+    await asyncio.gather(*workers, return_exceptions=True)
 
 
 def run_rollouts(tasks: Sequence[Task], policy: Any, config: RolloutConfig | None = None,

@@ -4,14 +4,17 @@
 lands, so a crash loses at most the episodes in flight. Re-opening the same directory resumes:
 the finished episode ids are read back and skipped. A torn last line (the process died while
 writing it) is dropped; any other unreadable line is an error naming the file and line. A
-resumed run must have the same settings and task set (``config.json`` is checked).
+resumed run must have the same settings and task set (``config.json`` is checked). When a run
+finishes, the file is put in plan order (:meth:`RunStore.sort_episodes`), so two runs of the
+same settings give the same file whatever order their episodes finished in. Every file is
+created with the mode a plain ``open()`` gives (0666 less the umask), temporary ones included.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
+import secrets
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -21,7 +24,7 @@ from agentenv.log import get_logger
 from agentenv.records import Trajectory
 
 __all__ = ["CONFIG_FILE", "SUMMARY_FILE", "TRAJECTORIES_FILE", "RunStore", "read_trajectories",
-           "write_json_atomic"]
+           "temporary_file", "write_json_atomic"]
 
 log = get_logger(__name__)
 
@@ -30,10 +33,21 @@ SUMMARY_FILE = "summary.json"
 CONFIG_FILE = "config.json"
 
 
+def temporary_file(path: Path) -> tuple[int, str]:
+    """A new, empty temporary file next to ``path`` (to be renamed onto it): its descriptor and
+    name. Unlike mkstemp's 0600 it gets 0666 less the umask, like the rest of the run's files."""
+    while True:
+        name = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), name
+        except FileExistsError:  # pragma: no cover - 48 random bits collided
+            continue
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON to ``path`` via a temporary file and a rename (readers never see half a file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp = temporary_file(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(data, fh, indent=2, sort_keys=False)
@@ -129,6 +143,35 @@ class RunStore:
             raise RuntimeError("RunStore.open() must be called before append()")
         self._fh.write(json.dumps(trajectory.to_dict(), ensure_ascii=False) + "\n")
         self._fh.flush()
+
+    def sort_episodes(self, order: Mapping[str, int]) -> None:
+        """Put the lines of ``trajectories.jsonl`` in plan order (``order`` maps an episode id to
+        its rank; lines it does not rank keep their order, after the ranked ones). Atomic, and
+        a no-op when the file is in order already. Call it once the run's writes are over."""
+        path = self.trajectories_path
+        if not path.is_file():
+            return
+        lines = [line for line in path.read_bytes().split(b"\n") if line.strip()]
+
+        def rank(item: tuple[int, bytes]) -> tuple[int, int]:
+            try:
+                episode_id = json.loads(item[1]).get("episode_id")
+            except (ValueError, AttributeError):
+                episode_id = None
+            return (order.get(episode_id, len(order)) if isinstance(episode_id, str) else len(order),
+                    item[0])
+
+        ordered = [line for _, line in sorted(enumerate(lines), key=rank)]
+        if ordered == lines:
+            return
+        fd, tmp = temporary_file(path)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(b"".join(line + b"\n" for line in ordered))
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
     def write_summary(self, summary: Mapping[str, Any]) -> None:
         write_json_atomic(self.summary_path, dict(summary))

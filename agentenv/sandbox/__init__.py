@@ -13,7 +13,13 @@ from __future__ import annotations
 from agentenv.sandbox._api import arun_tests, run_tests
 from agentenv.sandbox._isolation import ISOLATION_LEVELS
 from agentenv.sandbox._limits import DEFAULT_LIMITS, Limits
-from agentenv.sandbox._pool import SandboxPool, default_pool, shutdown_default_pool
+from agentenv.sandbox._pool import (
+    Pool,
+    SandboxPool,
+    default_pool,
+    set_default_pool,
+    shutdown_default_pool,
+)
 from agentenv.sandbox.result import Failure, RunResult
 
 __all__ = [
@@ -21,10 +27,12 @@ __all__ = [
     "ISOLATION_LEVELS",
     "Failure",
     "Limits",
+    "Pool",
     "RunResult",
     "SandboxPool",
     "arun_tests",
     "default_pool",
     "run_tests",
+    "set_default_pool",
     "shutdown_default_pool",
 ]

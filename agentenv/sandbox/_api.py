@@ -1,8 +1,9 @@
 """``run_tests`` and ``arun_tests``: the sandbox's public entry points.
 
 They plan the checks (:mod:`agentenv.grading`), hand the job to a fork-server pool
-(:mod:`agentenv.sandbox._pool`), and judge what came back. Whatever the candidate does ends up
-in the returned ``RunResult``; only infrastructure faults raise (``SandboxError``).
+(:mod:`agentenv.sandbox._pool`), judge what came back, and redact secret values from the
+result (:mod:`agentenv.sandbox._redact`). Whatever the candidate does ends up in the returned
+``RunResult``; only infrastructure faults raise (``SandboxError``).
 """
 
 from __future__ import annotations
@@ -17,16 +18,18 @@ from agentenv.errors import ConfigError, IsolationUnavailable
 from agentenv.grading import judge, plan_checks
 from agentenv.sandbox._isolation import ISOLATION_LEVELS
 from agentenv.sandbox._limits import DEFAULT_LIMITS, Limits
-from agentenv.sandbox._pool import SandboxPool, default_pool
+from agentenv.sandbox._pool import Pool, default_pool
+from agentenv.sandbox._redact import redact_result
 from agentenv.sandbox._wire import parse_frames
 from agentenv.sandbox.result import RunResult
 from agentenv.tasks.schema import Check
+from agentenv.values import EQUALITY_MODES
 
 __all__ = ["arun_tests", "run_tests"]
 
 
 def _validate(code_str: object, checks: object, timeout: object, isolation: object,
-              float_tolerance: object) -> None:
+              float_tolerance: object, equality: object = "python", prelude: object = "") -> None:
     if not isinstance(code_str, str):
         raise ConfigError(f"code_str must be a str, got {type(code_str).__name__}")
     if isinstance(checks, (str, bytes)) or not isinstance(checks, Sequence):
@@ -39,6 +42,10 @@ def _validate(code_str: object, checks: object, timeout: object, isolation: obje
     if float_tolerance is not None and not (
             isinstance(float_tolerance, (int, float)) and float_tolerance >= 0):
         raise ConfigError(f"float_tolerance must be a non-negative number, got {float_tolerance!r}")
+    if equality not in EQUALITY_MODES:
+        raise ConfigError(f"equality must be one of {EQUALITY_MODES}, got {equality!r}")
+    if not isinstance(prelude, str):
+        raise ConfigError(f"prelude must be a str of Python source, got {type(prelude).__name__}")
 
 
 def run_tests(
@@ -50,7 +57,9 @@ def run_tests(
     float_tolerance: float | None = None,
     isolation: str | None = None,
     limits: Limits | None = None,
-    pool: SandboxPool | None = None,
+    pool: Pool | None = None,
+    equality: str = "python",
+    prelude: str = "",
 ) -> RunResult:
     """Run ``code_str`` against ``checks`` in a sandboxed process; judge on the trusted side.
 
@@ -59,8 +68,12 @@ def run_tests(
     ``"strict"`` raises ``IsolationUnavailable`` when bubblewrap cannot run here; ``None`` or
     ``"rlimits"`` accept whatever the pool provides (reported in ``RunResult.isolation``).
     ``pool`` defaults to the process-wide :func:`~agentenv.sandbox.default_pool`.
+    ``equality`` is how values are compared: ``"python"`` (Python's own ``==``: ``1 == 1.0``, a
+    Counter equals a dict with its items) or ``"strict"`` (same exact type all the way down).
+    ``prelude`` runs in the candidate's namespace before its code (a benchmark's implicit
+    imports, e.g. LiveCodeBench's).
     """
-    _validate(code_str, checks, timeout, isolation, float_tolerance)
+    _validate(code_str, checks, timeout, isolation, float_tolerance, equality, prelude)
     limits = limits or DEFAULT_LIMITS
     pool = pool or default_pool()
     if isolation == "strict" and pool.level != "strict":
@@ -71,23 +84,26 @@ def run_tests(
     nonce = secrets.token_hex(16)
     child_limits = limits.for_child(timeout, nproc=pool.level == "strict")
     job = {
-        "nonce": nonce, "code": code_str, "setup": setup_code or "",
+        "nonce": nonce, "code": code_str, "setup": setup_code or "", "prelude": prelude,
         "items": plan.job_items(), "limits": child_limits,
+        "max_value_bytes": limits.max_result_bytes,
     }
     # Checks the trusted side cannot decompose go to a judge process of their own, with a
     # nonce the candidate never sees; its frames come back apart from the candidate's.
     judge_nonce = secrets.token_hex(16)
     judge_job = ({"role": "judge", "nonce": judge_nonce, "setup": setup_code or "",
-                  "checks": plan.judge_items(), "limits": child_limits,
+                  "prelude": prelude, "checks": plan.judge_items(), "limits": child_limits,
                   "float_tolerance": float_tolerance}
                  if plan.needs_judge else None)
     raw = pool.run(job, float(timeout), limits, judge=judge_job)
-    return judge(
+    result = judge(
         plan, parse_frames(raw.result, nonce), timed_out=raw.timed_out, isolation=raw.isolation,
         exec_seconds=raw.seconds, stdout=raw.stdout, stderr=raw.stderr,
-        float_tolerance=float_tolerance, died=raw.died,
+        float_tolerance=float_tolerance, died=raw.died, equality=equality,
+        capped=limits.max_result_bytes if len(raw.result) >= limits.max_result_bytes else None,
         judge_frames=parse_frames(raw.judge_result, judge_nonce), judge_died=raw.judge_died,
     )
+    return redact_result(result)
 
 
 async def arun_tests(
@@ -99,12 +115,15 @@ async def arun_tests(
     float_tolerance: float | None = None,
     isolation: str | None = None,
     limits: Limits | None = None,
-    pool: SandboxPool | None = None,
+    pool: Pool | None = None,
+    equality: str = "python",
+    prelude: str = "",
 ) -> RunResult:
     """The asyncio twin of :func:`run_tests`: same arguments, same result, off the event loop."""
     loop = asyncio.get_running_loop()
     call = functools.partial(
         run_tests, code_str, checks, timeout, setup_code=setup_code,
         float_tolerance=float_tolerance, isolation=isolation, limits=limits, pool=pool,
+        equality=equality, prelude=prelude,
     )
     return await loop.run_in_executor(None, call)

@@ -4,7 +4,8 @@ Loaded by path inside the sandbox (standard library only). The fork server forks
 the same pristine zygote as the candidate process ``G``, with the same isolation and limits
 (task data is untrusted input too), for runs whose plan has checks the trusted side cannot
 decompose (loops, several statements, helper functions, names from the setup code). Its job is
-``{"role": "judge", "nonce", "setup", "checks": [{"i", "src"}, ...], "limits"}``; besides its
+``{"role": "judge", "nonce", "prelude", "setup", "checks": [{"i", "src"}, ...], "limits",
+"float_tolerance"}``; besides its
 result pipe it holds one descriptor: its end of the channel to ``G`` (:mod:`_rpc`). ``G`` never
 sees this job: not the checks, not their expected values, not the setup as the judge runs it.
 
@@ -258,6 +259,10 @@ class _Channel:
                 raise _NotPlain(self.poisoned) from None
             self.last = (what, value)
             return value
+        if type(result) is list and len(result) == 2 and result[0] == "b":
+            self.poisoned = (f"{_clip(what, 80)} returned a value over a budget: "
+                             f"{_clip(str(result[1]), 200)}")
+            raise _NotPlain(self.poisoned)
         if (type(result) is list and len(result) == 3 and result[0] == "h"
                 and type(result[1]) is int and type(result[2]) is str):
             return Remote(self, ["h", result[1]], what, _clip(result[2], 60), named)
@@ -497,16 +502,19 @@ def run_judge(job: dict[str, Any], result_fd: int, peer_fd: int) -> None:
     tolerance = float(raw_tolerance) if isinstance(raw_tolerance, (int, float)) else None
     if tolerance is not None:
         ns[_CLOSE] = lambda a, b: _close(a, b, tolerance)
-    setup = str(job.get("setup") or "")
+    label = "setup"
     try:
-        if setup.strip():
-            code = compile(setup, "<setup>", "exec", dont_inherit=True)
-            _bind(setup, ns, chan, check=False)
-            exec(code, ns)
+        # The task's prelude (a benchmark's implicit imports), then its setup: the judge's own.
+        for label in ("prelude", "setup"):
+            source = str(job.get(label) or "")
+            if source.strip():
+                code = compile(source, f"<{label}>", "exec", dont_inherit=True)
+                _bind(source, ns, chan, check=False)
+                exec(code, ns)
     except BaseException as exc:
         gone = isinstance(exc, _Gone) or chan.broke_now
         out.send({"t": "setup", "kind": "no_result" if gone else "exception",
-                  "msg": f"setup: {chan.broken if gone else _message(exc)}"})
+                  "msg": f"{label}: {chan.broken if gone else _message(exc)}"})
     else:
         for item in job.get("checks", ()):
             out.send(_verdict(int(item["i"]), str(item["src"]), ns, chan, tolerance))

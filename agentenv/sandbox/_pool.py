@@ -32,14 +32,15 @@ import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from agentenv.errors import ConfigError, IsolationUnavailable, SandboxError
 from agentenv.log import get_logger
 from agentenv.sandbox import _isolation
 from agentenv.sandbox._limits import Limits, scrubbed_env
 
-__all__ = ["PREPARED_RUNS", "RawRun", "SandboxPool", "WorkerDied", "default_pool", "shutdown_default_pool"]
+__all__ = ["PREPARED_RUNS", "Pool", "RawRun", "SandboxPool", "WorkerDied", "default_pool",
+           "set_default_pool", "shutdown_default_pool"]
 
 log = get_logger(__name__)
 
@@ -62,6 +63,22 @@ class RawRun:
     isolation: str
     judge_result: bytes = b""  # the judge process's result channel, for runs that had one
     judge_died: str | None = None
+
+
+class Pool(Protocol):
+    """What ``run_tests`` needs of a pool: a local :class:`SandboxPool` or a cluster's
+    (:class:`agentenv.sandbox.ray_pool.RayPool`)."""
+
+    @property
+    def level(self) -> str: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    def run(self, job: dict[str, Any], timeout: float, limits: Limits,
+            judge: dict[str, Any] | None = None) -> RawRun: ...
+
+    def close(self) -> None: ...
 
 
 def _b64(text: Any) -> bytes:
@@ -444,16 +461,31 @@ def _warn_fallback(reason: str) -> None:
 
 _default: SandboxPool | None = None
 _default_lock = threading.Lock()
+_chosen: Pool | None = None
 
 
-def default_pool() -> SandboxPool:
+def set_default_pool(pool: Pool | None) -> None:
+    """Make ``pool`` the one every ``run_tests`` without ``pool=`` uses, in this process.
+
+    ``code_reward``, both environments and the rollout runner grade through it; for example a
+    :class:`~agentenv.sandbox.ray_pool.RayPool` moves all grading onto a Ray cluster. ``None``
+    goes back to the local pool. The caller keeps ownership: closing it is theirs to do.
+    """
+    global _chosen
+    with _default_lock:
+        _chosen = pool
+
+
+def default_pool() -> Pool:
     """The process-wide pool ``run_tests`` uses (created on first use).
 
     ``AGENTENV_SANDBOX_ISOLATION`` (``strict``/``rlimits``) and ``AGENTENV_SANDBOX_WORKERS``
-    configure it.
+    configure it; :func:`set_default_pool` replaces it.
     """
     global _default
     with _default_lock:
+        if _chosen is not None and not _chosen.closed:
+            return _chosen
         if _default is None or _default.closed or _default._pid != os.getpid():
             isolation = os.environ.get("AGENTENV_SANDBOX_ISOLATION") or None
             workers = os.environ.get("AGENTENV_SANDBOX_WORKERS")
@@ -471,7 +503,8 @@ def shutdown_default_pool() -> None:
 
 
 def _forget_after_fork() -> None:
-    global _default, _spawner
+    global _default, _spawner, _chosen
+    _chosen = None
     _default = None  # the child must not talk to the parent's workers
     _spawner = None
 

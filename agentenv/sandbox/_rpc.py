@@ -5,13 +5,15 @@ only). The judge ``J`` (:mod:`_judge`) runs a task's check program; every name t
 defines is a proxy there, and each use of a proxy becomes one request to the candidate process
 ``G`` (:func:`_runner.serve_judge`), which answers with plain data. The channel is one
 ``AF_UNIX`` stream socket pair, created by the worker and handed to the two processes only;
-it carries length-prefixed JSON objects:
+it carries length-prefixed small msgpack maps (:func:`_wire.pack_message`), values inside them
+as :func:`_wire.encode_value`'s bytes:
 
 - ``J -> G`` requests: ``{"op": "name", "n": name}`` (look a global up), ``{"op": "call", "f":
   REF, "a": [ARG...], "k": [[name, ARG]...]}``, ``{"op": "get", "f": REF, "n": attr}`` and
   ``{"op": "set", "f": REF, "n": attr, "v": ARG}``;
 - ``G -> J`` replies: ``{"r": RESULT, "m": [[position, VALUE]...]}`` (``m``: arguments the call
-  mutated, copied back) or ``{"x": exception type name, "msg": text}``;
+  mutated, copied back) or ``{"x": exception type name, "msg": text}``; ``RESULT`` may also be
+  ``["b", text]``: plain data over one of the wire's budgets;
 - ``G -> J`` callback requests, sent while ``G`` is answering: ``{"op": "cb", "c": id, "a":
   [VALUE...], "k": [[name, VALUE]...]}``, answered by ``J`` with a reply as above.
 
@@ -24,19 +26,25 @@ never carries a verdict: those go from ``J`` to the worker on ``J``'s own result
 
 from __future__ import annotations
 
-import json
 import os
 import struct
+import sys
 from typing import Any
+
+_here = os.path.dirname(os.path.abspath(__file__))
+if _here not in sys.path:
+    sys.path.insert(0, _here)
+
+import _wire  # noqa: E402  (loaded by path inside the sandbox)
 
 __all__ = ["MAX_FRAME", "ChannelClosed", "ProtocolError", "recv", "send"]
 
 MAX_FRAME = 16 * 1024 * 1024  # bytes of one message; more is a protocol error
+MAX_ENTRIES = 4096  # items of any list or map in a message (values travel as bytes)
 
 _HEADER = struct.Struct(">I")
-_dumps = json.JSONEncoder(ensure_ascii=True, check_circular=False, allow_nan=False,
-                          separators=(",", ":")).encode
-_loads = json.loads
+_pack = _wire.pack_message
+_unpack = _wire.unpack_message
 _os_read = os.read
 _os_write = os.write
 
@@ -51,7 +59,10 @@ class ProtocolError(Exception):
 
 def send(fd: int, message: dict[str, Any]) -> None:
     """Write one message; raise ChannelClosed when the other side is gone."""
-    body = _dumps(message).encode("ascii")
+    try:
+        body = _pack(message)
+    except _wire.NotPlainData as exc:
+        raise ProtocolError(f"a message that cannot be sent ({exc})") from None
     if len(body) > MAX_FRAME:
         raise ProtocolError(f"a message of {len(body)} bytes is over the {MAX_FRAME}-byte limit")
     view = memoryview(_HEADER.pack(len(body)) + body)
@@ -83,15 +94,12 @@ def _read_exact(fd: int, n: int) -> bytes:
 
 
 def recv(fd: int) -> dict[str, Any]:
-    """Read one message: a JSON object of at most MAX_FRAME bytes, else ProtocolError."""
+    """Read one message: a map of at most MAX_FRAME bytes, else ProtocolError."""
     (size,) = _HEADER.unpack(_read_exact(fd, _HEADER.size))
     if size > MAX_FRAME:
         raise ProtocolError(f"a message of {size} bytes is over the {MAX_FRAME}-byte limit")
     body = _read_exact(fd, size)
     try:
-        message = _loads(body.decode("ascii"))
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        raise ProtocolError("a message is not JSON") from None
-    if type(message) is not dict:
-        raise ProtocolError("a message is not a JSON object")
-    return message
+        return _unpack(body, MAX_ENTRIES)
+    except (ValueError, RecursionError, MemoryError):
+        raise ProtocolError("a message is not a well-formed map") from None

@@ -5,7 +5,7 @@ inside the sandbox (standard library only, no package-relative imports) either a
 (``python -I -S _runner.py JOB_FD RESULT_FD``) or by the fork server, which calls
 :func:`run_job` in a freshly forked child.
 
-A job is JSON: ``{"nonce", "code", "setup", "items", "limits"}``. Each item says what to compute
+A job is JSON: ``{"nonce", "code", "setup", "prelude", "items", "limits"}``. Each item says what to compute
 for one check (the plan comes from :mod:`agentenv.grading`):
 
 - ``{"i", "k": "calls", "calls": [src, ...]}``: evaluate each call expression in the candidate's
@@ -63,6 +63,7 @@ _encode_value = _wire.encode_value
 _decode_value = _wire.decode_value
 _encode_frame = _wire.encode_frame
 _NotPlainData = _wire.NotPlainData
+_ValueTooLarge = _wire.ValueTooLarge
 _rpc_send = _rpc.send
 _rpc_recv = _rpc.recv
 _RpcErrors = (_rpc.ChannelClosed, _rpc.ProtocolError)
@@ -141,10 +142,10 @@ class _Channel:
             view = view[n:]
 
 
-def _load_candidate(code: str, setup: str, chan: _Channel) -> dict[str, Any] | None:
-    """Execute the candidate code then the task's setup code in one fresh namespace."""
+def _load_candidate(code: str, setup: str, chan: _Channel, prelude: str = "") -> dict[str, Any] | None:
+    """Execute the task's prelude, the candidate code, then the task's setup code in one fresh namespace."""
     ns: dict[str, Any] = {"__name__": "solution", "__builtins__": builtins}
-    for label, source in (("solution", code), ("setup", setup)):
+    for label, source in (("prelude", prelude), ("solution", code), ("setup", setup)):
         if not source.strip():
             continue
         try:
@@ -161,7 +162,8 @@ def _load_candidate(code: str, setup: str, chan: _Channel) -> dict[str, Any] | N
     return ns
 
 
-def _run_calls(index: int, calls: list[str], ns: dict[str, Any], chan: _Channel) -> None:
+def _run_calls(index: int, calls: list[str], ns: dict[str, Any], chan: _Channel,
+               max_bytes: int = 0) -> None:
     for j, source in enumerate(calls):
         try:
             compiled = _compile(source, f"<check {index}>", "eval", dont_inherit=True)
@@ -171,11 +173,19 @@ def _run_calls(index: int, calls: list[str], ns: dict[str, Any], chan: _Channel)
             continue
         try:
             encoded = _encode_value(value)
+        except _ValueTooLarge as exc:  # plain data, over a wire budget: say which
+            chan.send({"t": "call", "i": index, "j": j, "kind": "budget", "msg": str(exc.args[0])})
+            continue
         except _NotPlainData as exc:
             chan.send({"t": "call", "i": index, "j": j, "kind": "type", "msg": str(exc.args[0])})
             continue
         except BaseException as exc:  # RecursionError, MemoryError on a huge value
             chan.send({"t": "call", "i": index, "j": j, "kind": "type", "msg": _message(exc)})
+            continue
+        if max_bytes and len(encoded) > max_bytes:  # it could never arrive whole: say why now
+            chan.send({"t": "call", "i": index, "j": j, "kind": "budget",
+                       "msg": f"a value of {len(encoded)} bytes (Limits.max_result_bytes is "
+                              f"{max_bytes})"})
             continue
         chan.send({"t": "call", "i": index, "j": j, "v": encoded})
 
@@ -196,7 +206,7 @@ def _stdin_fd(data: bytes) -> int:
     return fd
 
 
-def _run_stdio(index: int, code: str, stdin: str, chan: _Channel) -> None:
+def _run_stdio(index: int, code: str, stdin: str, chan: _Channel, prelude: str = "") -> None:
     """Run the candidate as ``__main__`` in a forked process; report its fd-1 output."""
     in_fd = _stdin_fd(stdin.encode("utf-8"))
     out_r, out_w = _os_pipe()
@@ -216,8 +226,11 @@ def _run_stdio(index: int, code: str, stdin: str, chan: _Channel) -> None:
             _os_exit(70)
         status = b""
         try:
+            program_ns = {"__name__": "__main__", "__builtins__": builtins}
+            if prelude:
+                _exec(_compile(prelude, "<prelude>", "exec", dont_inherit=True), program_ns)
             compiled = _compile(code, "<solution>", "exec", dont_inherit=True)
-            _exec(compiled, {"__name__": "__main__", "__builtins__": builtins})
+            _exec(compiled, program_ns)
         except SystemExit:
             pass
         except BaseException as exc:
@@ -272,9 +285,10 @@ class _JudgeServer:
     may write on the channel itself: whatever it sends is at most a wrong answer.
     """
 
-    def __init__(self, fd: int, ns: dict[str, Any]) -> None:
+    def __init__(self, fd: int, ns: dict[str, Any], max_bytes: int = 0) -> None:
         self.fd = fd
         self.ns = ns
+        self.max_bytes = max_bytes
         self.handles: dict[int, Any] = {}
 
     def serve(self) -> None:
@@ -327,9 +341,16 @@ class _JudgeServer:
 
     def result(self, value: Any) -> list[Any]:
         try:
-            return ["v", _encode_value(value)]
+            encoded = _encode_value(value)
+        except _ValueTooLarge as exc:  # plain data, over a wire budget: say which
+            return ["b", str(exc.args[0])]
         except _NotPlainData:
-            pass
+            encoded = None
+        if encoded is not None:
+            if self.max_bytes and len(encoded) > self.max_bytes:
+                return ["b", f"a value of {len(encoded)} bytes (Limits.max_result_bytes is "
+                             f"{self.max_bytes})"]
+            return ["v", encoded]
         if len(self.handles) >= MAX_HANDLES:
             raise MemoryError(f"more than {MAX_HANDLES} objects kept for the judge")
         key = len(self.handles) + 1
@@ -345,7 +366,7 @@ class _JudgeServer:
             return {"r": self.result(getattr(target, str(message.get("n"))))}
         if op == "set":
             setattr(target, str(message.get("n")), self.argument(message.get("v")))
-            return {"r": ["v", ["n"]]}
+            return {"r": ["v", _encode_value(None)]}
         raw_args, raw_kwargs = message.get("a"), message.get("k")
         if type(raw_args) is not list or type(raw_kwargs) is not list:
             raise ValueError("malformed call from the judge")
@@ -406,9 +427,9 @@ def _type_name_of(value: Any) -> str:
         return "object"
 
 
-def serve_judge(ns: dict[str, Any], fd: int) -> None:
+def serve_judge(ns: dict[str, Any], fd: int, max_bytes: int = 0) -> None:
     """Answer the judge's questions about the candidate's namespace until it hangs up."""
-    _JudgeServer(fd, ns).serve()
+    _JudgeServer(fd, ns, max_bytes).serve()
 
 
 def run_job(job: dict[str, Any], result_fd: int, judge_fd: int | None = None) -> None:
@@ -422,18 +443,18 @@ def run_job(job: dict[str, Any], result_fd: int, judge_fd: int | None = None) ->
     items = list(job.get("items", ()))
     ns: dict[str, Any] | None = None
     if judge_fd is not None or any(item["k"] != "stdio" for item in items):
-        ns = _load_candidate(code, str(job.get("setup", "")), chan)
+        ns = _load_candidate(code, str(job.get("setup", "")), chan, str(job.get("prelude", "")))
     for item in items:
         kind, index = item["k"], int(item["i"])
         if kind == "stdio":
-            _run_stdio(index, code, str(item["stdin"]), chan)
+            _run_stdio(index, code, str(item["stdin"]), chan, str(job.get("prelude", "")))
         elif ns is None:
             continue  # the parent marks these with the load failure
         elif kind == "calls":
-            _run_calls(index, list(item["calls"]), ns, chan)
+            _run_calls(index, list(item["calls"]), ns, chan, int(job.get("max_value_bytes", 0)))
     if judge_fd is not None:
         if ns is not None:
-            serve_judge(ns, judge_fd)
+            serve_judge(ns, judge_fd, int(job.get("max_value_bytes", 0)))
         with contextlib.suppress(OSError):
             _os_close(judge_fd)
     chan.send({"t": "done"})

@@ -43,7 +43,14 @@ from typing import Any
 from agentenv.errors import ConfigError, TaskFormatError
 from agentenv.log import get_logger
 from agentenv.tasks.filters import normalize_difficulty
-from agentenv.tasks.hub import Row, download_hub_files, load_hub_rows, local_source, read_rows
+from agentenv.tasks.hub import (
+    Row,
+    download_hub_files,
+    load_hub_rows,
+    local_copy_hint,
+    local_source,
+    read_rows,
+)
 from agentenv.tasks.jsonl import STDIO_ENTRY_POINT, join_lines, parse_tags
 from agentenv.tasks.livecodebench import FLOAT_TOLERANCE, coding_prompt, contains_float, py_literal
 from agentenv.tasks.schema import Check, StdioCase, Task
@@ -55,8 +62,8 @@ log = get_logger(__name__)
 HUB_ID = "codeparrot/apps"
 ENV_VAR = "AGENTENV_APPS_PATH"
 _SPLIT_NAMES = ("train", "test", "valid", "validation")
-_HOW_LOCAL = (f"download train.jsonl/test.jsonl of {HUB_ID} (or any APPS/TACO-style file) and call "
-              f"load_tasks('apps', path='FILE_OR_DIR'), or export {ENV_VAR}=FILE_OR_DIR")
+_HOW_LOCAL = (f"download train.jsonl/test.jsonl of {HUB_ID} (or any APPS/TACO-style file) and pass "
+              f"{local_copy_hint('apps')}, or export {ENV_VAR}=FILE_OR_DIR")
 # CodeContests' difficulty enum: 1-5 are its own levels, 7+ are Codeforces problem letters A, B, ...
 CODE_CONTESTS_DIFFICULTY: dict[int, str] = {1: "easy", 2: "medium", 3: "hard", 4: "hard", 5: "hard",
                                             7: "easy", 8: "easy", 9: "medium", 10: "medium"}

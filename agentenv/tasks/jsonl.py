@@ -40,7 +40,7 @@ from typing import Any
 
 from agentenv.errors import ConfigError, DatasetUnavailable, TaskFormatError
 from agentenv.tasks.filters import normalize_difficulty
-from agentenv.tasks.hub import Row, load_hub_rows, read_rows
+from agentenv.tasks.hub import Row, load_hub_rows, local_copy_hint, read_rows
 from agentenv.tasks.schema import Check, StdioCase, Task
 
 __all__ = [
@@ -181,8 +181,8 @@ def coerce_checks(value: Any, *, field_name: str = "checks") -> tuple[list[Check
                 raise TaskFormatError("'inputs' and 'outputs' must be lists of the same length",
                                       field=field_name)
             if value.get("fn_name"):
-                raise TaskFormatError("holds call-based tests (fn_name); load this dataset with "
-                                      "load_tasks('apps', path=...)", field=field_name)
+                raise TaskFormatError("holds call-based tests (fn_name); load this dataset "
+                                      f"as APPS: {local_copy_hint('apps')}", field=field_name)
             return [StdioCase(join_lines(i), join_lines(o)) for i, o in zip(inputs, outputs, strict=True)], ""
         case = _stdio_case(value)
         if case is not None:
@@ -400,6 +400,8 @@ def _mapped_task(row: Row, mapping: Mapping[str, str], *, index: int, source: st
             source=str(get("source") or source),
             setup_code=setup_code,
             float_tolerance=tolerance,
+            equality=str(get("equality") or "python"),
+            prelude=str(get("prelude") or ""),
             metadata=metadata,
         )
     except TaskFormatError as exc:
@@ -420,7 +422,8 @@ def tasks_from_rows(rows: Iterable[Row], mapping: Mapping[str, str] | None = Non
         elif not mapping and not {"prompt"} & set(row.data):
             raise TaskFormatError(
                 f"{row.unit} {row.position} has fields {sorted(row.data)[:12]}, not agentenv task "
-                f"fields; pass a mapping, e.g. map='prompt=question,checks=tests'", path=row.origin)
+                f"fields; pass a mapping, e.g. `--map prompt=question,checks=tests` on the command "
+                f"line (map='prompt=question,checks=tests' in Python)", path=row.origin)
         else:
             task = _mapped_task(row, mapping or {}, index=index, source=source)
         where = row.where
@@ -488,9 +491,10 @@ def load(path: str | os.PathLike[str] | None = None, *, map: str | Mapping[str, 
         label = source or dataset.rsplit("/", 1)[-1]
         rows = load_hub_rows(dataset, config=config, splits=[split] if split else None,
                              what=f"the Hub dataset {dataset!r}",
-                             how_local="download its files and pass path=FILE_OR_DIR")
+                             how_local=f"download its files and pass {local_copy_hint('jsonl')}")
     else:
-        raise ConfigError("the jsonl loader needs path= (a .jsonl/.json/.parquet file or folder) "
+        raise ConfigError("the jsonl loader needs a local .jsonl/.json/.parquet file or folder "
+                          "(`--tasks PATH` or `--data PATH` on the command line, path= in Python) "
                           "or dataset= (a Hugging Face dataset id)")
     tasks = tasks_from_rows(rows, mapping, source=label)
     if not tasks:

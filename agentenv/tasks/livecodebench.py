@@ -24,6 +24,11 @@ Mapping, one task per problem, named ``livecodebench/<question_id>``:
   ``load_tasks("livecodebench", since="2024-08-01")`` keeps a contamination-free window; the
   difficulty is kept as easy/medium/hard; tags are the platform and the test type.
 
+Every task's ``prelude`` holds the imports LiveCodeBench's own grader prepends to a solution
+(:data:`PRELUDE`: ``from typing import *``, ``from collections import *``, math, heapq,
+itertools, functools, ... and ``sys.setrecursionlimit(50000)``), so a solution that relies on
+them (``List[int]`` without importing it, ``Counter``, ``inf``) runs here as it does there.
+
 LiveCodeBench ships no reference solutions, so these tasks have none.
 
 Sources: ``path=`` (one ``test*.jsonl`` file or a folder holding them), ``$AGENTENV_LIVECODEBENCH_PATH``,
@@ -49,15 +54,27 @@ from typing import Any
 
 from agentenv.errors import ConfigError, DatasetUnavailable, TaskFormatError
 from agentenv.tasks.filters import normalize_difficulty
-from agentenv.tasks.hub import Row, download_hub_files, local_source, read_rows
+from agentenv.tasks.hub import Row, download_hub_files, local_copy_hint, local_source, read_rows
 from agentenv.tasks.jsonl import STDIO_ENTRY_POINT
 from agentenv.tasks.schema import Check, StdioCase, Task
+
+# The modules LiveCodeBench's grader (lcb_runner/evaluation/testing_util.py) star-imports and
+# imports by name ahead of every solution, in its order; then it raises the recursion limit.
+_STAR_IMPORTS = ("string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math",
+                 "random", "statistics", "itertools", "functools", "operator", "io", "sys",
+                 "json", "builtins", "typing")
+PRELUDE = "".join(
+    [f"from {m} import *\n" for m in _STAR_IMPORTS]
+    + [f"import {m}\n" for m in _STAR_IMPORTS if m not in ("builtins", "typing")]
+    + ["sys.setrecursionlimit(50000)\n"]
+)
 
 __all__ = [
     "ENV_VAR",
     "FLOAT_TOLERANCE",
     "HUB_REPO",
     "MAX_DECODED_BYTES",
+    "PRELUDE",
     "coding_prompt",
     "contains_float",
     "decode_test_cases",
@@ -73,8 +90,8 @@ ENV_VAR = "AGENTENV_LIVECODEBENCH_PATH"
 FLOAT_TOLERANCE = 1e-5
 # Upper bound on one decompressed private-test blob (the largest real ones are far smaller).
 MAX_DECODED_BYTES = 1 << 30
-_HOW_LOCAL = (f"download the test*.jsonl files of {HUB_REPO} and call "
-              f"load_tasks('livecodebench', path='DIR_OR_FILE'), or export {ENV_VAR}=DIR_OR_FILE")
+_HOW_LOCAL = (f"download the test*.jsonl files of {HUB_REPO} and pass "
+              f"{local_copy_hint('livecodebench', 'DIR_OR_FILE')}, or export {ENV_VAR}=DIR_OR_FILE")
 _FILE_RE = re.compile(r"^test(\d*)\.jsonl$")
 
 
@@ -356,6 +373,7 @@ def task_from_record(record: Mapping[str, Any], *, where: str = "<record>",
         tags=tags,
         source="livecodebench",
         float_tolerance=FLOAT_TOLERANCE if convert.floats else None,
+        prelude=PRELUDE,
         metadata=metadata,
     )
 

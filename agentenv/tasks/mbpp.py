@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from agentenv.errors import ConfigError, TaskFormatError
-from agentenv.tasks.hub import Row, load_hub_rows, local_source, read_rows
+from agentenv.tasks.hub import Row, load_hub_rows, local_copy_hint, local_source, read_rows
 from agentenv.tasks.jsonl import infer_entry_point
 from agentenv.tasks.schema import Task
 
@@ -44,7 +44,7 @@ SPLITS: dict[str, range] = {
     "validation": range(511, 601),
     "train": range(601, 975),
 }
-_HOW_LOCAL = (f"load_tasks('mbpp', path='mbpp.jsonl') or export {ENV_VAR}=/path/to/mbpp.jsonl "
+_HOW_LOCAL = (f"pass {local_copy_hint('mbpp', 'mbpp.jsonl')}, or export {ENV_VAR}=/path/to/mbpp.jsonl "
               f"(the file is mbpp/mbpp.jsonl in the google-research repository)")
 
 

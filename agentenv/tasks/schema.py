@@ -15,9 +15,10 @@ from typing import Any, TypeAlias
 
 from agentenv.errors import TaskFormatError
 
-__all__ = ["DIFFICULTIES", "Check", "StdioCase", "Task", "check_from_dict", "check_to_dict"]
+__all__ = ["DIFFICULTIES", "EQUALITIES", "Check", "StdioCase", "Task", "check_from_dict", "check_to_dict"]
 
 DIFFICULTIES = ("easy", "medium", "hard")
+EQUALITIES = ("python", "strict")  # how checks compare values (see agentenv.values)
 
 
 @dataclass(frozen=True)
@@ -69,8 +70,12 @@ class Task:
     ``checks`` are hidden from the policy and decide the reward. ``visible_checks`` may be shown
     to the policy (as examples in the prompt and as feedback). ``setup_code`` runs after the
     candidate code and before the checks (MBPP's ``test_setup_code``). ``float_tolerance``, when
-    set, lets float results match within that absolute/relative tolerance. ``metadata`` holds
-    loader-specific extras (release date, original id, scripted attempts, ...).
+    set, lets float results match within that absolute/relative tolerance. ``equality`` is how
+    checks compare values: ``"python"`` (Python's own ``==``, the default: ``1 == 1.0``, a
+    Counter equals a dict with its items) or ``"strict"`` (same exact type all the way down).
+    ``prelude`` runs before the candidate code in its namespace (a benchmark's implicit imports,
+    as LiveCodeBench's grader prepends them). ``metadata`` holds loader-specific extras
+    (release date, original id, scripted attempts, ...).
     """
 
     name: str
@@ -84,6 +89,8 @@ class Task:
     source: str = "custom"
     setup_code: str = ""
     float_tolerance: float | None = None
+    equality: str = "python"
+    prelude: str = ""
     metadata: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -121,6 +128,10 @@ class Task:
             isinstance(self.float_tolerance, (int, float)) and self.float_tolerance >= 0
         ):
             raise bad("float_tolerance", "must be a non-negative number")
+        if self.equality not in EQUALITIES:
+            raise bad("equality", f"must be one of {', '.join(EQUALITIES)} (got {self.equality!r})")
+        if not isinstance(self.prelude, str):
+            raise bad("prelude", "must be a string of Python source")
 
     @property
     def is_stdio(self) -> bool:
@@ -146,6 +157,8 @@ class Task:
             "source": self.source,
             "setup_code": self.setup_code,
             "float_tolerance": self.float_tolerance,
+            "equality": self.equality,
+            "prelude": self.prelude,
             "metadata": dict(self.metadata),
         }
 
@@ -181,8 +194,11 @@ class Task:
         if not isinstance(metadata, Mapping):
             raise TaskFormatError("must be a table/object", path=path, task=task_label, field="metadata")
         kwargs["metadata"] = dict(metadata)
-        if kwargs.get("setup_code") is None:
-            kwargs["setup_code"] = ""
+        for text_field in ("setup_code", "prelude"):
+            if kwargs.get(text_field) is None:
+                kwargs[text_field] = ""
+        if kwargs.get("equality") is None:
+            kwargs["equality"] = "python"
         try:
             return cls(**kwargs)
         except TaskFormatError as exc:

@@ -1,8 +1,12 @@
-"""Test helpers for agentenv users and for agentenv's own tests and benchmarks.
+"""Helpers for your tests (and agentenv's own tests and benchmarks); not part of the library.
 
-- :class:`ChatServer`: an OpenAI-compatible chat-completions server on 127.0.0.1 with fixed
-  latency, scripted replies (or a scripted stand-in model) and a record of every request.
-  ``python -m agentenv.testing --port 8000`` runs one in the foreground.
+The library never imports this package: ``import agentenv`` leaves it (and aiohttp's server)
+unloaded, so importing it is a choice a test makes.
+
+- :class:`ChatServer`: an OpenAI-compatible chat-completions server on 127.0.0.1 (aiohttp)
+  with fixed latency, scripted replies or errors (or a scripted stand-in model), streaming,
+  and a record of every request. ``python -m agentenv.testing --port 8000`` runs one in the
+  foreground.
 """
 
 from __future__ import annotations

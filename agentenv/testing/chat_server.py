@@ -1,8 +1,8 @@
-"""A small OpenAI-compatible chat-completions server on 127.0.0.1, for tests, benchmarks and demos.
+"""A small OpenAI-compatible chat-completions server on 127.0.0.1, for users' tests and demos.
 
-It speaks just enough of the OpenAI HTTP API for ``openai.OpenAI(base_url=server.url)`` (and so
-``OpenAIPolicy``) to work unchanged: ``POST /v1/chat/completions`` (non-streaming) and
-``GET /v1/models``. What it answers is pluggable:
+It speaks enough of the OpenAI HTTP API for ``openai.OpenAI(base_url=server.url)`` (and so
+``OpenAIPolicy``) to work unchanged: ``POST /v1/chat/completions`` (plain JSON, or server-sent
+events with ``"stream": true``) and ``GET /v1/models``. What it answers is pluggable:
 
 - a list of replies, served in order to successive requests (the last one repeats);
 - a callable ``(request_body) -> str | ChatReply``;
@@ -10,20 +10,18 @@ It speaks just enough of the OpenAI HTTP API for ``openai.OpenAI(base_url=server
   conversation and replays the task's scripted attempts turn by turn (the same script as
   ``ScriptedPolicy``), so a multi-turn rollout over HTTP shows real revision.
 
-A :class:`ChatReply` can also be an error (``status=429`` with ``retry_after``, ``500``) or
-carry an extra delay, to test retries and timeouts. Every request is recorded
-(:attr:`ChatServer.requests`) so tests can assert that the full message history was sent. A
-fixed ``latency`` makes the server a latency-bound stand-in for a real model in benchmarks.
+A :class:`ChatReply` can also be an error (``status=429`` with ``retry_after``, ``500``, a
+``400`` whose message says the context is too long) or carry an extra delay, to test retries
+and timeouts. Every request is recorded (:attr:`ChatServer.requests`) so tests can assert that
+the full message history was sent. A fixed ``latency`` makes the server a latency-bound
+stand-in for a real model in benchmarks.
 
 Usage numbers are counted with a simple deterministic tokenizer (words and punctuation marks),
-which is enough to check that they flow into the records. Not here: streaming, tools, images.
+which is enough to check that they flow into the records. Not here: tools, images.
 
-The server is one asyncio event loop in a background thread, speaking a strict subset of
-HTTP/1.1 (keep-alive and pipelining, ``Content-Length`` or chunked request bodies,
-``Expect: 100-continue``; an HTTP/1.0 request or ``Connection: close`` ends the connection).
-A waiting reply costs a timer, not a thread, so a benchmark with dozens of requests in flight
-measures the client, not the server: the reply is written ``latency`` seconds after the request
-was fully read, whatever the server spent on it meanwhile. The builtin responders (a reply list,
+HTTP is aiohttp's server, on its own event loop in a background thread. A waiting reply costs
+a sleeping handler, not a thread, and is sent ``latency`` seconds after the request was fully
+read, whatever the server spent on it meanwhile. The builtin responders (a reply list,
 ``ScriptedModel``) run on the loop; any other callable runs in a worker thread, so a slow one
 delays only its own reply.
 """
@@ -32,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
 import functools
 import itertools
 import json
@@ -42,8 +39,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from http import HTTPStatus
 from typing import Any
+
+from aiohttp import web
 
 from agentenv.tasks.schema import Task
 
@@ -176,214 +174,12 @@ def _error_body(message: str, kind: str, code: str | None = None) -> dict[str, A
     return {"error": {"message": message, "type": kind, "code": code, "param": None}}
 
 
-_MAX_HEAD = 64 * 1024          # request line and headers
 _MAX_BODY = 64 * 1024 * 1024   # a request body (a long conversation is a few MB at most)
 _BACKLOG = 1024                # many clients connecting at once must not be refused
 
 
-class _BadRequest(Exception):
-    """A request that is not HTTP this server understands: answered 400, connection closed."""
-
-
-@dataclass(frozen=True)
-class _Head:
-    """A request's line and headers (names in lower case), and how its body is framed."""
-
-    method: str
-    target: str
-    keep_alive: bool
-    headers: Mapping[str, str]
-    chunked: bool
-    length: int
-
-
-@dataclass(frozen=True)
-class _Request:
-    """One whole request, and when its last byte had been read (event-loop clock)."""
-
-    head: _Head
-    body: bytes
-    arrived: float
-
-
-# (status, JSON payload, extra headers, seconds after arrival to send it)
-_Answer = tuple[int, Any, dict[str, str], float]
-
-
-def _parse_head(raw: bytes) -> _Head:
-    request_line, *lines = raw.decode("latin-1").split("\r\n")
-    parts = request_line.split()
-    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-        raise _BadRequest(f"malformed request line {request_line[:80]!r}")
-    method, target, version = parts
-    headers: dict[str, str] = {}
-    for line in lines:
-        name, sep, value = line.partition(":")
-        if not sep or not name or name != name.strip():
-            raise _BadRequest(f"malformed header line {line[:80]!r}")
-        headers[name.lower()] = value.strip()
-    keep_alive = version == "HTTP/1.1" and "close" not in headers.get("connection", "").lower()
-    chunked = "chunked" in headers.get("transfer-encoding", "").lower()
-    length = headers.get("content-length", "0")
-    if not chunked and not length.isdigit():
-        raise _BadRequest(f"bad Content-Length {length[:40]!r}")
-    if not chunked and int(length) > _MAX_BODY:
-        raise _BadRequest("the request body is too large")
-    return _Head(method, target, keep_alive, headers, chunked, 0 if chunked else int(length))
-
-
-def _take_chunked(buffer: bytearray) -> bytes | None:
-    """Remove a whole chunked body from the start of ``buffer`` and return it; None (buffer
-    untouched) while it has not all arrived."""
-    parts: list[bytes] = []
-    pos = total = 0
-    while True:
-        end = buffer.find(b"\r\n", pos)
-        if end < 0:
-            if len(buffer) - pos > _MAX_HEAD:
-                raise _BadRequest("a chunk size line is too long")
-            return None
-        try:
-            size = int(bytes(buffer[pos:end]).split(b";", 1)[0].strip(), 16)
-        except ValueError:
-            raise _BadRequest(f"bad chunk size line {bytes(buffer[pos:end])[:40]!r}") from None
-        pos = end + 2
-        if size == 0:
-            while True:  # trailers, then the blank line
-                end = buffer.find(b"\r\n", pos)
-                if end < 0:
-                    return None
-                blank = end == pos
-                pos = end + 2
-                if blank:
-                    del buffer[:pos]
-                    return b"".join(parts)
-        total += size
-        if total > _MAX_BODY:
-            raise _BadRequest("the request body is too large")
-        if len(buffer) < pos + size + 2:
-            return None
-        parts.append(bytes(buffer[pos:pos + size]))
-        pos += size + 2
-
-
-class _Connection(asyncio.Protocol):
-    """One client connection: parses requests as bytes arrive and answers them in order."""
-
-    def __init__(self, server: ChatServer) -> None:
-        self.server = server
-        self.transport: asyncio.Transport | None = None
-        self.buffer = bytearray()
-        self.head: _Head | None = None   # of a request whose body is still arriving
-        self.answering = False           # a request is being answered (the next one waits)
-        self.peer_closed = False         # the client will send nothing more
-        self.timer: asyncio.TimerHandle | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        self.server._connections.add(self)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.transport = None
-        self.server._connections.discard(self)
-        if self.timer is not None:
-            self.timer.cancel()
-
-    def data_received(self, data: bytes) -> None:
-        self.buffer += data
-        self.next_request()
-
-    def eof_received(self) -> bool:
-        self.peer_closed = True
-        return self.answering  # keep the transport open to send the answer still due
-
-    def abort(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-        if self.transport is not None:
-            self.transport.abort()
-
-    def next_request(self) -> None:
-        while self.transport is not None and not self.answering:
-            try:
-                request = self._take_request()
-            except _BadRequest as exc:
-                self.answering = True
-                self.send(self.server._response(
-                    400, _error_body(f"bad request: {exc}", "invalid_request_error"), keep_alive=False), False)
-                return
-            if request is None:
-                return
-            self.answering = True
-            self.server._dispatch(self, request)
-
-    def _take_request(self) -> _Request | None:
-        buffer = self.buffer
-        if self.head is None:
-            while buffer[:2] == b"\r\n":  # stray line breaks between requests
-                del buffer[:2]
-            end = buffer.find(b"\r\n\r\n")
-            if end < 0:
-                if len(buffer) > _MAX_HEAD:
-                    raise _BadRequest("the request headers are too large")
-                return None
-            self.head = _parse_head(bytes(buffer[:end]))
-            del buffer[:end + 4]
-            if self.head.headers.get("expect", "").lower() == "100-continue" and self.transport is not None:
-                self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-        head = self.head
-        if head.chunked:
-            body = _take_chunked(buffer)
-            if body is None:
-                return None
-        else:
-            if len(buffer) < head.length:
-                return None
-            body = bytes(buffer[:head.length])
-            del buffer[:head.length]
-        self.head = None
-        return _Request(head, body, self.server._now())
-
-    def send(self, data: bytes, keep_alive: bool) -> None:
-        """Write one answer; then close, or go on with the next request."""
-        self.timer = None
-        if self.transport is None:
-            return  # the client went away (e.g. it gave up waiting): nothing to answer
-        self.transport.write(data)
-        if not keep_alive or self.peer_closed:
-            self.transport.close()
-            return
-        self.answering = False
-        self.next_request()  # a pipelined request may be waiting
-
-
-_date: tuple[int, str] = (0, "")
-
-
-def _http_date() -> str:
-    """The Date header's value, formatted once per second."""
-    global _date
-    now = int(time.time())
-    if _date[0] != now:
-        _date = (now, email.utils.formatdate(now, usegmt=True))
-    return _date[1]
-
-
-def _reason(status: int) -> str:
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return "Unknown"
-
-
-def _json_or_none(raw: bytes) -> Any:
-    if not raw:
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return None
+# (status, JSON payload, extra headers) of an answer that is not a chat completion
+_Refusal = tuple[int, dict[str, Any], dict[str, str]]
 
 
 class ChatServer:
@@ -391,7 +187,8 @@ class ChatServer:
 
     Use it as a context manager (or call :meth:`start`/:meth:`stop`); ``url`` is the base URL
     to hand to a client (``http://127.0.0.1:PORT/v1``). A chat-completions reply is sent
-    ``latency`` seconds (plus the reply's own ``delay``) after its request arrived.
+    ``latency`` seconds (plus the reply's own ``delay``) after its request arrived; with
+    ``"stream": true`` in the request it comes as server-sent events, a few words per chunk.
     ``api_key``, when set, makes requests without ``Authorization: Bearer <api_key>`` fail
     with 401, like a real provider. ``chunked`` sends bodies with chunked transfer encoding and
     ``keep_alive=False`` closes the connection after every answer, as some servers do.
@@ -431,13 +228,19 @@ class ChatServer:
         # Builtin responders are quick and run on the loop; a user's callable gets a thread.
         self._inline = self._script is not None or isinstance(self._responder, ScriptedModel)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._server: asyncio.AbstractServer | None = None
+        self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
         self._executor: ThreadPoolExecutor | None = None
-        self._connections: set[_Connection] = set()
         self._bound_port = 0
 
     # -- lifecycle -----------------------------------------------------------------------------
+    def _app(self) -> web.Application:
+        app = web.Application(client_max_size=_MAX_BODY)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_route("*", "/{anything:.*}", self._no_route)
+        return app
+
     def start(self) -> ChatServer:
         """Bind and serve in a daemon thread; returns self. Idempotent.
 
@@ -449,18 +252,36 @@ class ChatServer:
             bound = threading.Event()
             failure: list[BaseException] = []
 
+            async def bind() -> None:
+                # handler_cancellation: a client that gives up cancels its handler's wait.
+                runner = web.AppRunner(self._app(), access_log=None, handler_cancellation=True,
+                                       shutdown_timeout=0.05)
+                await runner.setup()
+                try:
+                    site = web.TCPSite(runner, self._host, self._port, backlog=_BACKLOG)
+                    await site.start()
+                except BaseException:
+                    await runner.cleanup()
+                    raise
+                self._runner = runner
+                self._bound_port = int(runner.addresses[0][1])
+
             def serve() -> None:
                 asyncio.set_event_loop(loop)
                 try:
-                    self._server = loop.run_until_complete(loop.create_server(
-                        lambda: _Connection(self), self._host, self._port, backlog=_BACKLOG))
-                    self._bound_port = int(self._server.sockets[0].getsockname()[1])
+                    loop.run_until_complete(bind())
                 except BaseException as exc:  # reported by start() in the caller's thread
                     failure.append(exc)
                     return
                 finally:
                     bound.set()
                 loop.run_forever()
+                # Stopped: handlers still waiting out their latency are cancelled, then the loop closes.
+                pending = asyncio.all_tasks(loop)
+                for task in pending:
+                    task.cancel()
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+                loop.close()
 
             if not self._inline:
                 self._executor = ThreadPoolExecutor(max_workers=32, thread_name_prefix="agentenv-chat-responder")
@@ -488,20 +309,14 @@ class ChatServer:
             asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(timeout=5)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=5)
-        if not thread.is_alive():
-            loop.close()
         executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)
 
     async def _shutdown(self) -> None:
-        server, self._server = self._server, None
-        if server is not None:
-            server.close()
-        for connection in list(self._connections):
-            connection.abort()
-        if server is not None:
-            await server.wait_closed()
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()  # replies still waiting are cancelled within 50 ms
 
     def __enter__(self) -> ChatServer:
         return self.start()
@@ -537,90 +352,97 @@ class ChatServer:
         with self._lock:
             self._requests.clear()
 
-    def _record(self, request: RecordedRequest) -> None:
+    async def _record(self, request: web.Request) -> Any:
+        """Record a request; returns its JSON body (None when it has none or it is not JSON)."""
+        raw = await request.read()
+        body = None
+        if raw:
+            with contextlib.suppress(ValueError):
+                body = json.loads(raw)
         with self._lock:
-            self._requests.append(request)
+            self._requests.append(RecordedRequest(
+                method=request.method, path=request.path_qs, body=body,
+                authorization=request.headers.get("Authorization"), received_at=time.time()))
+        return body
 
     # -- HTTP ----------------------------------------------------------------------------------
-    @staticmethod
-    def _now() -> float:
-        return asyncio.get_running_loop().time()  # everything below runs on the server's loop
+    def _json(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> web.Response:
+        response = web.json_response(payload, status=status, headers=dict(headers or {}))
+        if self.chunked:  # as some servers do
+            response.enable_chunked_encoding()
+        if not self.keep_alive:
+            response.force_close()
+        return response
 
-    def _response(self, status: int, payload: Any, headers: Mapping[str, str] | None = None, *,
-                  keep_alive: bool) -> bytes:
-        """Status line, headers and body as one buffer: one segment on the wire."""
-        data = json.dumps(payload).encode("utf-8")
-        lines = [f"HTTP/1.1 {status} {_reason(status)}", f"Date: {_http_date()}",
-                 "Server: agentenv-test", "Content-Type: application/json"]
-        if self.chunked:  # as some servers do: the body in two chunks, then the last chunk
-            half = len(data) // 2
-            lines.append("Transfer-Encoding: chunked")
-            data = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (data[:half], data[half:])
-                            if part) + b"0\r\n\r\n"
-        else:
-            lines.append(f"Content-Length: {len(data)}")
-        if not keep_alive:
-            lines.append("Connection: close")
-        lines += [f"{key}: {value}" for key, value in (headers or {}).items()]
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + data
+    async def _models(self, request: web.Request) -> web.Response:
+        await self._record(request)
+        return self._json(200, {"object": "list", "data": [
+            {"id": self.model, "object": "model", "created": 0, "owned_by": "agentenv"}]})
 
-    def _dispatch(self, connection: _Connection, request: _Request) -> None:
-        """Record a request and have it answered (after the latency, for chat completions)."""
-        head = request.head
-        body = _json_or_none(request.body)
-        self._record(RecordedRequest(method=head.method, path=head.target, body=body,
-                                     authorization=head.headers.get("authorization"), received_at=time.time()))
-        keep_alive = head.keep_alive and self.keep_alive
-        answer = self._refusal(head, body)
-        if answer is not None or self._inline:
-            self._deliver(connection, request, answer or self._chat_answer(body, self._reply_for(body)), keep_alive)
-            return
-        pending = asyncio.get_running_loop().run_in_executor(self._executor, self._reply_for, body)
+    async def _no_route(self, request: web.Request) -> web.Response:
+        await self._record(request)
+        if request.method not in ("GET", "POST"):
+            return self._json(501, _error_body(f"method {request.method} is not supported",
+                                               "invalid_request_error"))
+        return self._json(404, _error_body(f"no route for {request.method} {request.path_qs}",
+                                           "invalid_request_error"))
 
-        def replied(future: asyncio.Future[ChatReply]) -> None:
-            if not future.cancelled():
-                self._deliver(connection, request, self._chat_answer(body, future.result()), keep_alive)
-
-        pending.add_done_callback(replied)
-
-    def _deliver(self, connection: _Connection, request: _Request, answer: _Answer, keep_alive: bool) -> None:
-        status, payload, headers, delay = answer
-        data = self._response(status, payload, headers, keep_alive=keep_alive)
-        due = request.arrived + delay  # the reply leaves `delay` seconds after the request arrived
-        if delay > 0 and due > self._now():
-            connection.timer = asyncio.get_running_loop().call_at(due, connection.send, data, keep_alive)
-        else:
-            connection.send(data, keep_alive)
-
-    def _refusal(self, head: _Head, body: Any) -> _Answer | None:
-        """The answer to a request that gets no chat completion (other routes, auth, bad
-        bodies), sent at once; None for a chat-completions request to answer."""
-        route = _route(head.target)
-        if head.method == "GET":
-            if route == "/v1/models":
-                return 200, {"object": "list", "data": [
-                    {"id": self.model, "object": "model", "created": 0, "owned_by": "agentenv"}]}, {}, 0.0
-            return 404, _error_body(f"no route for GET {head.target}", "invalid_request_error"), {}, 0.0
-        if head.method != "POST":
-            return 501, _error_body(f"method {head.method} is not supported", "invalid_request_error"), {}, 0.0
-        if route != "/v1/chat/completions":
-            return 404, _error_body(f"no route for POST {head.target}", "invalid_request_error"), {}, 0.0
-        if self.api_key is not None and head.headers.get("authorization") != f"Bearer {self.api_key}":
-            return 401, _error_body("Incorrect API key provided.", "invalid_request_error", "invalid_api_key"), {}, 0.0
+    def _refusal(self, request: web.Request, body: Any) -> _Refusal | None:
+        if self.api_key is not None and request.headers.get("Authorization") != f"Bearer {self.api_key}":
+            return 401, _error_body("Incorrect API key provided.", "invalid_request_error", "invalid_api_key"), {}
         if not isinstance(body, Mapping) or not isinstance(body.get("messages"), list):
-            return 400, _error_body("the body must be JSON with a 'messages' list", "invalid_request_error"), {}, 0.0
-        if body.get("stream"):
-            return 400, _error_body("this test server does not stream; send stream=false",
-                                    "invalid_request_error"), {}, 0.0
+            return 400, _error_body("the body must be JSON with a 'messages' list", "invalid_request_error"), {}
         return None
 
-    def _chat_answer(self, body: Mapping[str, Any], reply: ChatReply) -> _Answer:
-        delay = self.latency + reply.delay
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        loop = asyncio.get_running_loop()
+        body = await self._record(request)
+        arrived = loop.time()
+        refusal = self._refusal(request, body)
+        if refusal is not None:
+            return self._json(*refusal)
+        if self._inline:
+            reply = self._reply_for(body)
+        else:
+            reply = await loop.run_in_executor(self._executor, self._reply_for, body)
+        wait = arrived + self.latency + reply.delay - loop.time()
+        if wait > 0:  # the reply leaves its delay after the request arrived
+            await asyncio.sleep(wait)
         if reply.status != 200:
             headers = {"Retry-After": f"{reply.retry_after:g}"} if reply.retry_after is not None else {}
-            kind = "rate_limit_error" if reply.status == 429 else "server_error"
-            return reply.status, _error_body(reply.content or f"scripted error {reply.status}", kind), headers, delay
-        return 200, self._completion(body, reply), {}, delay
+            kind = "rate_limit_error" if reply.status == 429 else (
+                "invalid_request_error" if reply.status < 500 else "server_error")
+            return self._json(reply.status, _error_body(reply.content or f"scripted error {reply.status}",
+                                                        kind), headers)
+        completion = self._completion(body, reply)
+        if body.get("stream"):
+            return await self._stream(request, body, completion)
+        return self._json(200, completion)
+
+    async def _stream(self, request: web.Request, body: Mapping[str, Any],
+                      completion: dict[str, Any]) -> web.StreamResponse:
+        """The completion as server-sent events: a role chunk, the text a few words at a time,
+        the finish reason, the usage when asked for (``stream_options.include_usage``), [DONE]."""
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                               "Cache-Control": "no-cache"})
+        if not self.keep_alive:
+            response.force_close()
+        await response.prepare(request)
+        base = {key: completion[key] for key in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+        choice = completion["choices"][0]
+        pieces = re.findall(r"\S*\s*", choice["message"]["content"])[:-1] or [""]
+        deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+        deltas += [{"content": "".join(pieces[i:i + 4])} for i in range(0, len(pieces), 4)]
+        events = [{**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
+        events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]})
+        options = body.get("stream_options")
+        if isinstance(options, Mapping) and options.get("include_usage"):
+            events.append({**base, "choices": [], "usage": completion["usage"]})
+        for event in events:
+            await response.write(f"data: {json.dumps(event)}\n\n".encode())
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
 
     # -- what to answer ------------------------------------------------------------------------
     def _next_scripted(self, body: Mapping[str, Any]) -> ChatReply:

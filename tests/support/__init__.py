@@ -1,0 +1,1 @@
+"""Helpers shared by agentenv's own tests (not part of the package)."""

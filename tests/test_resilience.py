@@ -1,0 +1,74 @@
+"""Failure classification, the server's words, and the circuit breaker (no network)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agentenv.policies.resilience import (
+    CircuitBreaker,
+    Failure,
+    StatusFailure,
+    classify,
+    server_message,
+)
+
+
+@pytest.mark.parametrize(("body", "words"), [
+    ({"error": {"message": "model 'x' not found", "type": "invalid_request_error"}}, "model 'x' not found"),
+    ({"detail": "This server is pinned to model tiny-llama"}, "This server is pinned to model tiny-llama"),
+    ({"detail": [{"loc": ["body", "messages"], "msg": "field required"}]}, "body.messages: field required"),
+    ({"error": "context window exceeded"}, "context window exceeded"),
+    ({"message": "overloaded"}, "overloaded"),
+    ({"object": "error", "code": 7}, '{"object": "error", "code": 7}'),
+])
+def test_the_servers_message_is_found_whatever_the_convention(body: object, words: str) -> None:
+    """OpenAI's error.message, FastAPI's detail (string or validation list), plain message."""
+    assert server_message(json.dumps(body).encode()) == words
+
+
+def test_a_non_json_body_is_quoted_on_one_short_line() -> None:
+    """An HTML error page becomes one clipped line, never a multi-kilobyte message."""
+    text = server_message(b"<html>\n<body>Bad Gateway</body>\n</html>" + b"x" * 2000)
+    assert "\n" not in text and text.startswith("<html> <body>Bad Gateway") and len(text) <= 400
+    assert server_message(b"") == "(empty body)"
+
+
+@pytest.mark.parametrize(("status", "transient", "down"), [
+    (400, False, False), (401, False, False), (404, False, False), (422, False, False),
+    (408, True, False), (409, True, False), (429, True, False), (500, True, True), (503, True, True),
+])
+def test_only_408_409_429_and_5xx_are_retried_and_only_5xx_count_as_down(
+        status: int, transient: bool, down: bool) -> None:
+    """Every other 4xx is an answer about the request: retrying it cannot help."""
+    failure = classify(StatusFailure(status, "words"))
+    assert failure is not None and (failure.transient, failure.server_down) == (transient, down)
+
+
+def test_context_length_errors_are_recognised_by_their_words() -> None:
+    """A 400 that talks about the context is a context-length failure; other 400s are not."""
+    assert Failure("status", "This model's maximum context length is 4096 tokens", 400).context_length
+    assert Failure("status", "Input is too long for requested model", 400).context_length
+    assert not Failure("status", "temperature must be <= 2", 400).context_length
+    assert not Failure("status", "maximum context length", 500).context_length
+
+
+def test_the_breaker_opens_after_enough_failures_over_enough_time_and_a_success_closes_it() -> None:
+    """threshold failures are not enough within min_seconds; after it, calls are refused
+    until the cooldown passes; one success closes it."""
+    now = [0.0]
+    breaker = CircuitBreaker(threshold=3, min_seconds=2.0, cooldown=10.0, clock=lambda: now[0])
+    for _ in range(5):
+        breaker.failure("connection: refused")
+    assert breaker.open_reason() is None  # a burst of simultaneous failures is not an outage
+    now[0] = 2.5
+    breaker.failure("connection: refused")
+    reason = breaker.open_reason()
+    assert reason is not None and "6 consecutive failures" in reason and "refused" in reason
+    now[0] = 13.0
+    assert breaker.open_reason() is None  # half-open: one probe may go out
+    breaker.failure("connection: refused")
+    assert breaker.open_reason() is not None  # the probe failed: open again
+    breaker.success()
+    assert breaker.open_reason() is None and breaker.failures == 0
