@@ -648,3 +648,19 @@ def test_builtins_are_the_candidates_only_in_a_check_that_uses_nothing_else() ->
     setup = _Names({"sum"})
     assert _judge._bind("def helper(xs):\n    return sum(xs)\n", {}, setup, check=False) == []  # type: ignore[arg-type]
     assert setup.asked == []
+
+
+def test_hostile_task_data_is_contained_in_the_judge_process_too(pool: SandboxPool) -> None:
+    """The judge runs task code under the same limits and deadline as the candidate: a check
+    that hogs memory fails, one that never ends times out, and the next run is unaffected."""
+    code = "def add(a, b):\n    return a + b\n"
+    hog = "x = add(1, 1)\nblob = bytearray(8 * 2 ** 30)\nassert x == 2"
+    spin = "x = add(1, 1)\nwhile True:\n    pass"
+    start = time.monotonic()
+    result = run_tests(code, [*ADD_FAST, hog, spin], timeout=1.0, pool=pool)
+    assert time.monotonic() - start < 1.0 + MARGIN
+    assert result.passed_indices == (0, 1)
+    assert [f.kind for f in result.failures] == ["exception", "timeout"]
+    assert "MemoryError" in result.failures[0].message
+    assert leftover_processes(pool) == []
+    assert run_tests(code, [*ADD_FAST, ADD_LOOP], pool=pool).fraction == 1.0
