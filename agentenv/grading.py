@@ -1,11 +1,11 @@
-"""Grading: what the sandboxed child computes for each check, and how the trusted side judges it.
+"""Grading: what the sandboxed child computes for each check, and where and how it is judged.
 
 This module is the sandbox's policy, kept apart from its process machinery
 (:mod:`agentenv.sandbox`): :func:`plan_checks` turns a task's checks into the job items the child
-executes, and :func:`judge` turns the frames the child sent back into a
-:class:`~agentenv.sandbox.result.RunResult`. The child computes; this side decides.
+executes and the checks a judge process runs, and :func:`judge` turns the frames that came back
+into a :class:`~agentenv.sandbox.result.RunResult`. The child computes; it never decides.
 
-A check is graded in one of three ways:
+A check is graded in one of three ways, and never in the candidate's process:
 
 - **trusted** (``mode == "trusted"``): a single ``assert`` is decomposed with :mod:`ast` into the
   calls into the candidate it makes (``add(2, 3)`` in ``assert add(2, 3) == 5``). Only those call
@@ -21,16 +21,27 @@ A check is graded in one of three ways:
   message naming the limit, never an exception. Builtin names in the assertion (``abs``,
   ``sorted``, ``len``...) are the trusted side's own, so a candidate that redefines them gains
   nothing; only an assertion that never calls anything else (MBPP's ``assert sum(10, 15) ==
-  6`` for a task *about* ``sum``) sends those calls to the child.
+  6`` for a task *about* ``sum``) sends those calls to the child. An assertion that calls a
+  name the task's setup code defines (a helper such as HumanEval's ``poly``) is not decomposed:
+  in the child that helper would run after the candidate patched builtins and modules, so it
+  goes to the judge process.
 - **stdio** (:class:`~agentenv.tasks.schema.StdioCase`): the child runs the candidate as a
   program with the case's stdin and returns what it wrote to stdout; the expected output never
   leaves this process; the comparison ignores trailing spaces on each line and trailing newlines.
-- **in the child** (``mode == "child"``): anything else (several statements, loops, helper
-  functions, comprehensions, names the trusted side cannot see). The child runs it and reports
-  whether it raised. Those verdicts come from the candidate's own process, so a hostile candidate
-  could forge them; they are counted in ``RunResult.graded_in_child``.
+- **judge** (``mode == "judge"``): anything else (several statements, loops, helper functions,
+  comprehensions, names from the setup code). The check program and the setup code run in a
+  judge process (:mod:`agentenv.sandbox._judge`), sandboxed like the candidate's but forked
+  apart from it, where every name the candidate defines is a proxy whose uses cross a channel
+  to the candidate's process and come back as plain data. The judge reports verdicts on a pipe
+  of its own; the candidate never sees these checks, their expected values or their helpers,
+  and holds nothing a verdict could be written on. Only runs with such checks pay for the judge
+  process. The judge compares with Python's ``==`` (floats within ``float_tolerance`` on single
+  ``==``/``!=``), whatever the task's ``equality``: ``"strict"`` applies to the decomposed
+  asserts only.
 
-Exit codes never decide anything, and stdout is never parsed for verdicts.
+No verdict comes from the candidate's process, so ``RunResult.graded_in_child`` is always 0
+(the field stays for records written before the judge process existed). Exit codes never
+decide anything, and stdout is never parsed for verdicts.
 """
 
 from __future__ import annotations
@@ -69,7 +80,7 @@ __all__ = [
     "strict_equal",
 ]
 
-Mode = Literal["trusted", "child", "stdio"]
+Mode = Literal["trusted", "judge", "stdio"]
 
 # Names an assertion may use on the trusted side. Everything else is the candidate's (or the
 # task setup's) and has to be computed in the child.
@@ -120,12 +131,12 @@ class CheckPlan:
         return str(self.check)
 
     def job_item(self) -> dict[str, Any]:
-        """What the child is sent for this check: never an expected value."""
+        """What the child is sent for this check: never an expected value, never a judge check."""
         if isinstance(self.check, StdioCase):
             return {"i": self.index, "k": "stdio", "stdin": self.check.stdin}
-        if self.mode == "trusted":
-            return {"i": self.index, "k": "calls", "calls": list(self.calls)}
-        return {"i": self.index, "k": "stmt", "src": self.check}
+        if self.mode != "trusted":
+            raise ValueError(f"check {self.index} is run by the judge process, not the child")
+        return {"i": self.index, "k": "calls", "calls": list(self.calls)}
 
 
 @dataclass(frozen=True)
@@ -135,50 +146,100 @@ class Plan:
     checks: tuple[CheckPlan, ...]
 
     @property
-    def graded_in_child(self) -> int:
-        return sum(1 for c in self.checks if c.mode == "child")
+    def graded_in_judge(self) -> int:
+        """Checks the judge process grades (loops, several statements, setup helpers...)."""
+        return sum(1 for c in self.checks if c.mode == "judge")
 
     @property
-    def needs_module(self) -> bool:
-        """True when the candidate must be loaded as a module (some check is not stdio)."""
-        return any(c.mode != "stdio" for c in self.checks)
+    def needs_judge(self) -> bool:
+        return any(c.mode == "judge" for c in self.checks)
 
     def job_items(self) -> list[dict[str, Any]]:
-        return [c.job_item() for c in self.checks]
+        """The candidate process's items: calls to evaluate and stdio cases, nothing else."""
+        return [c.job_item() for c in self.checks if c.mode != "judge"]
+
+    def judge_items(self) -> list[dict[str, Any]]:
+        """The judge process's checks: index and source of each."""
+        return [{"i": c.index, "src": str(c.check)} for c in self.checks if c.mode == "judge"]
 
 
-def plan_checks(checks: Sequence[Check]) -> Plan:
-    """Decide, for each check, what the child computes and where the verdict is made."""
+def plan_checks(checks: Sequence[Check], *, setup_code: str = "") -> Plan:
+    """Decide, for each check, what the child computes and where the verdict is made.
+
+    ``setup_code`` is the task's setup: an assertion that calls a name it defines is left to the
+    judge process (see the module docstring).
+    """
+    helpers = _setup_names(setup_code)
     plans = []
     for index, check in enumerate(checks):
         if not isinstance(check, (str, StdioCase)):
             raise TypeError(f"check {index} must be a str or StdioCase, got {type(check).__name__}")
-        plans.append(_plan_one(index, check))
+        plans.append(_plan_one(index, check, helpers))
     return Plan(tuple(plans))
 
 
+@functools.lru_cache(maxsize=256)
+def _setup_names(setup_code: str) -> frozenset[str]:
+    """The names the setup code binds at module level (functions, classes, imports, variables)."""
+    if not setup_code.strip():
+        return frozenset()
+    try:
+        tree = ast.parse(setup_code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return frozenset()  # the child reports the setup's syntax error for every check
+    names: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            return  # a body's own names are not the module's
+        if isinstance(node, ast.Lambda):
+            return
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    try:
+        visit(tree)
+    except RecursionError:
+        return frozenset()
+    return frozenset(names)
+
+
 @functools.lru_cache(maxsize=8192)
-def _plan_one(index: int, check: Check) -> CheckPlan:
+def _plan_one(index: int, check: Check, helpers: frozenset[str] = frozenset()) -> CheckPlan:
     if isinstance(check, StdioCase):
         return CheckPlan(index, check, "stdio")
-    decomposed = _decompose(check)
+    decomposed = _decompose(check, helpers)
     if decomposed is None:
-        return CheckPlan(index, check, "child")
+        return CheckPlan(index, check, "judge")
     calls, program, expected = decomposed
     return CheckPlan(index, check, "trusted", calls, program, expected)
 
 
 class _Decomposer(ast.NodeTransformer):
-    """Replaces each call into untrusted code by ``_agentenv_value(j)`` and records its source."""
+    """Replaces each call into untrusted code by ``_agentenv_value(j)`` and records its source.
 
-    def __init__(self, trusted: frozenset[str]) -> None:
+    A call that would make the child call a setup helper (``helpers``) is refused: its value
+    would come from helper code running after the candidate's.
+    """
+
+    def __init__(self, trusted: frozenset[str], helpers: frozenset[str] = frozenset()) -> None:
         self.trusted = trusted
+        self.helpers = helpers
         self.calls: list[str] = []
         self.ok = True
         self.result: ast.expr | None = None
 
     def untrusted(self, node: ast.AST) -> bool:
         return _untrusted_names(node, self.trusted)
+
+    def calls_helper(self, node: ast.AST) -> bool:
+        return isinstance(node, ast.Call) and any(
+            isinstance(n, ast.Name) and n.id in self.helpers for n in ast.walk(node.func))
 
     def visit(self, node: ast.AST) -> Any:
         if not self.ok:
@@ -189,7 +250,7 @@ class _Decomposer(ast.NodeTransformer):
         if isinstance(node, ast.expr) and not self.untrusted(node):
             return node  # wholly trusted: evaluated here as written
         if isinstance(node, ast.Call) and self.untrusted(node.func):
-            if any(isinstance(n, _SCOPED) for n in ast.walk(node)):
+            if any(isinstance(n, _SCOPED) or self.calls_helper(n) for n in ast.walk(node)):
                 self.ok = False
                 return node
             self.calls.append(ast.unparse(node))
@@ -271,7 +332,8 @@ def _private(name: str) -> Any:
     raise BudgetExceeded(f"the check's trusted part may not use private attributes ({name})")
 
 
-def _decompose(source: str) -> tuple[tuple[str, ...], CodeType, tuple[tuple[int, CodeType], ...]] | None:
+def _decompose(source: str, helpers: frozenset[str] = frozenset(),
+               ) -> tuple[tuple[str, ...], CodeType, tuple[tuple[int, CodeType], ...]] | None:
     try:
         tree = ast.parse(source, mode="exec")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -279,7 +341,7 @@ def _decompose(source: str) -> tuple[tuple[str, ...], CodeType, tuple[tuple[int,
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assert):
         return None
     original = tree.body[0].test
-    decomposer = _decomposer_for(original, TRUSTED_NAMES)
+    decomposer = _decomposer_for(original, TRUSTED_NAMES, helpers)
     if decomposer is not None and not decomposer.calls:
         # An assertion that, as written, never calls into the candidate can only be about a
         # builtin name the candidate rebinds (MBPP 126 defines its own ``sum``): ask the child
@@ -289,7 +351,7 @@ def _decompose(source: str) -> tuple[tuple[str, ...], CodeType, tuple[tuple[int,
                            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name))
         if called & TRUSTED_NAMES:
             decomposer = _decomposer_for(ast.parse(source).body[0].test,  # type: ignore[attr-defined]
-                                         TRUSTED_NAMES - called)
+                                         TRUSTED_NAMES - called, helpers)
     if decomposer is None:
         return None
     test = decomposer.result
@@ -312,9 +374,10 @@ def _decompose(source: str) -> tuple[tuple[str, ...], CodeType, tuple[tuple[int,
     return tuple(decomposer.calls), program, tuple(expected)
 
 
-def _decomposer_for(test: ast.expr, trusted: frozenset[str]) -> _Decomposer | None:
+def _decomposer_for(test: ast.expr, trusted: frozenset[str],
+                    helpers: frozenset[str] = frozenset()) -> _Decomposer | None:
     """Run the decomposition; None when the assertion cannot be graded on the trusted side."""
-    decomposer = _Decomposer(trusted)
+    decomposer = _Decomposer(trusted, helpers)
     try:
         decomposer.result = decomposer.visit(test)
     except RecursionError:
@@ -380,19 +443,23 @@ def judge(
     died: str | None = None,
     equality: str = "python",
     capped: int | None = None,
+    judge_frames: Sequence[Mapping[str, Any]] = (),
+    judge_died: str | None = None,
 ) -> RunResult:
-    """Turn the child's frames into a RunResult; every verdict is decided here.
+    """Turn the frames that came back into a RunResult.
 
-    ``died`` says how the child ended when it did not finish (a signal, a limit), for the
-    ``no_result`` messages; ``capped`` is the result channel's byte cap when the run's results
-    reached it (checks that never reported then say so). ``equality`` is ``"python"`` or
-    ``"strict"`` (see :mod:`agentenv.values`). Exit codes are never consulted. Whatever the frames hold, this
+    ``frames`` are the candidate process's (values, stdio output, whether it loaded): every
+    verdict on them is decided here. ``judge_frames`` are the judge process's verdicts on the
+    ``judge`` checks, the only frames a verdict is taken from. ``died``/``judge_died`` say how
+    a process ended when it did not finish (a signal, a limit), for the ``no_result`` messages;
+    ``capped`` is the result channel's byte cap when the run's results reached it (checks that
+    never reported then say so). ``equality`` is ``"python"`` or ``"strict"`` (see
+    :mod:`agentenv.values`). Exit codes are never consulted. Whatever the frames hold, this
     returns: an error while judging one check fails that check with the error's message.
     """
     from agentenv.sandbox.result import RunResult
 
     load: Mapping[str, Any] | None = None
-    stmt: dict[int, Mapping[str, Any]] = {}
     stdio: dict[int, Mapping[str, Any]] = {}
     calls: dict[tuple[int, int], Mapping[str, Any]] = {}
     for frame in frames:
@@ -402,12 +469,17 @@ def judge(
                 load = frame
         elif type(index) is not int:
             continue
-        elif kind == "stmt":
-            stmt.setdefault(index, frame)
         elif kind == "stdio":
             stdio.setdefault(index, frame)
         elif kind == "call" and type(frame.get("j")) is int:
             calls.setdefault((index, frame["j"]), frame)
+    verdicts: dict[int, Mapping[str, Any]] = {}
+    judge_setup: Mapping[str, Any] | None = None
+    for frame in judge_frames:
+        if frame.get("t") == "check" and type(frame.get("i")) is int:
+            verdicts.setdefault(frame["i"], frame)
+        elif frame.get("t") == "setup" and judge_setup is None:
+            judge_setup = frame
 
     def missing(cp: CheckPlan) -> Failure:
         from agentenv.sandbox.result import Failure
@@ -415,6 +487,10 @@ def judge(
         if timed_out:
             return Failure(cp.index, cp.text, "timeout",
                            "the time limit was reached before this check finished")
+        if cp.mode == "judge":
+            why = f" ({judge_died})" if judge_died else ""
+            return Failure(cp.index, cp.text, "no_result",
+                           f"the judge process ended before reporting this check{why}")
         if capped is not None:
             return Failure(cp.index, cp.text, "no_result",
                            f"this check's result did not arrive: the run's results reached "
@@ -428,7 +504,8 @@ def judge(
     for cp in plan.checks:
         failure: Failure | None
         try:
-            failure = _judge_one(cp, load, stmt, stdio, calls, float_tolerance, equality, missing)
+            failure = _judge_one(cp, load, verdicts, judge_setup, stdio, calls, float_tolerance,
+                                 equality, missing)
         except Exception as exc:  # a fault of the judge on this value: that check fails, no more
             failure = _failure(cp, "exception", f"the judge could not evaluate this check "
                                                 f"({_describe_error(exc)})")
@@ -438,13 +515,14 @@ def judge(
             failures.append(failure)
     return RunResult.from_counts(
         len(passed), len(plan.checks), timed_out=timed_out, failures=tuple(failures),
-        isolation=isolation, graded_in_child=plan.graded_in_child, exec_seconds=exec_seconds,
+        isolation=isolation, graded_in_child=0, exec_seconds=exec_seconds,
         stdout=stdout, stderr=stderr, passed_indices=tuple(passed),
     )
 
 
 def _judge_one(cp: CheckPlan, load: Mapping[str, Any] | None,
-               stmt: Mapping[int, Mapping[str, Any]], stdio: Mapping[int, Mapping[str, Any]],
+               verdicts: Mapping[int, Mapping[str, Any]], judge_setup: Mapping[str, Any] | None,
+               stdio: Mapping[int, Mapping[str, Any]],
                calls: Mapping[tuple[int, int], Mapping[str, Any]], float_tolerance: float | None,
                equality: str, missing: Any) -> Failure | None:
     failure: Failure | None
@@ -454,14 +532,16 @@ def _judge_one(cp: CheckPlan, load: Mapping[str, Any] | None,
         failure = missing(cp)
     elif load.get("ok") is not True:
         failure = _failure(cp, _kind(load.get("kind")), str(load.get("msg", "")))
-    elif cp.mode == "child":
-        reported = stmt.get(cp.index)
+    elif cp.mode == "judge":  # the judge process's verdict, or its setup's failure
+        reported = verdicts.get(cp.index, judge_setup)
         if reported is None:
             failure = missing(cp)
-        elif reported.get("ok") is True:
+        elif reported.get("ok") is True and reported is not judge_setup:
             failure = None
         else:
-            failure = _failure(cp, _kind(reported.get("kind")), str(reported.get("msg", "")))
+            kind = reported.get("kind")
+            failure = _failure(cp, "no_result" if kind == "no_result" else _kind(kind),
+                               str(reported.get("msg", "")))
     else:
         failure = _judge_trusted(cp, calls, float_tolerance, equality, missing)
     return failure

@@ -575,31 +575,34 @@ def test_an_attack_cannot_touch_a_sibling_run_in_flight(pool: SandboxPool) -> No
     assert leftover_processes(pool) == []
 
 
-def test_forged_reports_reach_only_checks_graded_in_the_child(pool: SandboxPool) -> None:
-    """The documented limit: a candidate that forges frames can pass checks the child grades,
-    and only those; RunResult.graded_in_child says how many there are."""
+def test_forged_reports_reach_no_check_not_even_loops_and_multi_statement_ones(pool: SandboxPool) -> None:
+    """A candidate that forges frames with the stolen nonce and the runner's own encoder passes
+    nothing: checks the trusted side cannot decompose are graded by the judge process, whose
+    channel the candidate never holds."""
     forger = ("import gc, os, sys\n"
               "nonce = next(o['nonce'] for o in gc.get_objects() if isinstance(o, dict) and 'nonce' in o)\n"
               "wire = next(m for m in list(sys.modules.values()) if hasattr(m, 'encode_frame'))\n"
               "for i in range(4):\n"
-              "    os.write(3, wire.encode_frame(nonce, {'t': 'stmt', 'i': i, 'ok': True}))\n"
+              "    for fd in range(3, 64):\n"
+              "        for t in ('stmt', 'check'):\n"
+              "            try: os.write(fd, wire.encode_frame(nonce, {'t': t, 'i': i, 'ok': True}))\n"
+              "            except OSError: pass\n"
               "def add(a, b):\n    return None\n")
     checks = [*ADD_CHECKS[:2], "for i in range(3):\n    assert add(i, i) == 2 * i",
               "x = add(1, 1)\nassert x == 2"]
     result = run_tests(forger, checks, pool=pool)
-    assert result.graded_in_child == 2
-    assert result.passed_indices == (2, 3)  # the two child-graded checks; never the trusted ones
+    assert result.graded_in_child == 0
+    assert result.passed_indices == ()
 
 
-@pytest.mark.parametrize("name", ["always_equal_str_subclass", "forged_frames_with_the_stolen_nonce",
-                                  "stack_walk_writes_verdicts", "gc_scan_for_test_strings",
-                                  "memory_scan_for_test_strings"])
-def test_these_attacks_are_real_they_win_wherever_the_child_grades(name: str, pool: SandboxPool) -> None:
-    """Against the same checks run in the child (no decomposition), the attack does score:
-    what stops it above is the trusted-side grading, not a broken attack."""
+@pytest.mark.parametrize("name", ["gc_scan_for_test_strings", "memory_scan_for_test_strings",
+                                  "stack_walk_reads_expected_values"])
+def test_these_scans_are_real_they_win_wherever_the_expected_values_sit_in_the_candidates_process(
+        name: str, pool: SandboxPool) -> None:
+    """With the tokens placed in the candidate's own process (setup code runs there too), the scan
+    finds them and scores: what stops it above is that the grader never puts them there."""
     case = next(a for a in ATTACKS if a.name == name)
-    child_graded = [f"x = secret({i})\nassert x == {tok!r}" for i, tok in enumerate(TOKENS)]
-    result = run_tests(case.code, child_graded, timeout=case.timeout, pool=pool)
-    assert result.graded_in_child == len(child_graded)
-    assert result.passed > 0
+    planted = run_tests(case.code, list(case.checks), timeout=case.timeout, pool=pool,
+                        setup_code=f"_PLANTED = {TOKENS!r}\n")
+    assert planted.passed > 0
     assert run_tests(case.code, list(case.checks), timeout=case.timeout, pool=pool).passed == 0

@@ -39,7 +39,7 @@ def test_a_plain_assert_is_split_into_the_call_the_child_evaluates() -> None:
     assert check.mode == "trusted"
     assert check.calls == ("add(2, 3)",)
     assert "EXPECTED-SECRET" not in json.dumps(plan.job_items())
-    assert plan.graded_in_child == 0
+    assert plan.graded_in_judge == 0 and not plan.needs_judge
 
 
 def test_nested_and_method_calls_on_candidate_results_are_shipped_whole() -> None:
@@ -60,12 +60,28 @@ def test_nested_and_method_calls_on_candidate_results_are_shipped_whole() -> Non
     "f(1)",
     "def broken(:",
 ])
-def test_checks_the_trusted_side_cannot_decompose_run_in_the_child(check: str) -> None:
-    """Loops, several statements, comprehensions, bare names and non-asserts are graded in the child."""
-    plan = plan_checks([check])
-    assert plan.checks[0].mode == "child"
-    assert plan.graded_in_child == 1
-    assert plan.job_items()[0] == {"i": 0, "k": "stmt", "src": check}
+def test_checks_the_trusted_side_cannot_decompose_go_to_the_judge_never_to_the_child(check: str) -> None:
+    """Loops, several statements, comprehensions, bare names and non-asserts are graded by the
+    judge process: the candidate's job does not even contain them."""
+    plan = plan_checks([check, "assert g(2) == 2"])
+    assert plan.checks[0].mode == "judge"
+    assert plan.graded_in_judge == 1 and plan.needs_judge
+    assert plan.judge_items() == [{"i": 0, "src": check}]
+    assert [item["i"] for item in plan.job_items()] == [1]
+    assert check not in json.dumps(plan.job_items())
+
+
+def test_an_assert_that_calls_a_setup_helper_goes_to_the_judge() -> None:
+    """`poly(xs, find_zero(xs))` would run the task's `poly` after the candidate patched builtins,
+    so it is not shipped to the child; setup data passed as an argument still is."""
+    setup = "import math\ndef poly(xs, x):\n    return sum(c * math.pow(x, i) for i, c in enumerate(xs))\nroot = 1\n"
+    plan = plan_checks(["assert abs(poly([1, 2], find_zero([1, 2]))) < 1e-4",
+                        "assert decode(encode('abc')) == 'abc'",
+                        "assert is_balanced(root) == True"],
+                       setup_code=setup + "def encode(s):\n    return s\n")
+    assert [c.mode for c in plan.checks] == ["judge", "judge", "trusted"]
+    assert plan.checks[2].calls == ("is_balanced(root)",)
+    assert plan_checks(["assert abs(poly([1, 2], find_zero([1, 2]))) < 1e-4"]).checks[0].mode == "trusted"
 
 
 def test_an_assert_that_never_calls_the_candidate_asks_the_child_for_builtin_names() -> None:
@@ -255,9 +271,11 @@ def test_missing_reports_become_timeouts_or_no_result_never_passes() -> None:
     reported = frames({"t": "load", "ok": True}, {"t": "call", "i": 0, "j": 0, "v": encode_value(1)})
     timed = judge(plan, reported, timed_out=True, isolation="strict")
     assert timed.passed == 1 and [f.kind for f in timed.failures] == ["timeout", "timeout"]
-    died = judge(plan, reported, timed_out=False, isolation="strict", died="killed by SIGSEGV")
+    died = judge(plan, reported, timed_out=False, isolation="strict", died="killed by SIGSEGV",
+                 judge_died="killed by SIGXCPU")
     assert [f.kind for f in died.failures] == ["no_result", "no_result"]
     assert "SIGSEGV" in died.failures[0].message
+    assert "judge process" in died.failures[1].message and "SIGXCPU" in died.failures[1].message
 
 
 def test_a_candidate_that_fails_to_load_fails_every_function_check_with_the_reason() -> None:
@@ -274,11 +292,36 @@ def test_frames_for_unknown_checks_or_with_forged_shapes_are_ignored() -> None:
     plan = plan_checks(["assert f(1) == 1"])
     result = judge(plan, frames({"t": "load", "ok": True},
                                 {"t": "stmt", "i": 0, "ok": True},
+                                {"t": "check", "i": 0, "ok": True},
                                 {"t": "call", "i": 5, "j": 0, "v": encode_value(1)},
                                 {"t": "call", "i": "0", "j": 0, "v": encode_value(1)},
                                 {"t": "verdict", "passed": 1}),
                    timed_out=False, isolation="strict")
     assert result.passed == 0
+
+
+def test_verdicts_are_taken_only_from_the_judge_frames_never_from_the_candidates() -> None:
+    """A verdict frame on the candidate's channel counts for nothing; the same frame from the
+    judge passes the check; a judge verdict never passes a check the parent judges itself."""
+    plan = plan_checks(["for i in range(2):\n    assert f(i) == i", "assert f(7) == 7"])
+    forged = frames({"t": "load", "ok": True}, {"t": "check", "i": 0, "ok": True},
+                    {"t": "stmt", "i": 0, "ok": True})
+    assert judge(plan, forged, timed_out=False, isolation="strict").passed == 0
+    verdict = frames({"t": "check", "i": 0, "ok": True}, {"t": "check", "i": 1, "ok": True})
+    result = judge(plan, frames({"t": "load", "ok": True}), judge_frames=verdict,
+                   timed_out=False, isolation="strict")
+    assert result.passed_indices == (0,) and result.graded_in_child == 0
+
+
+def test_a_failed_judge_setup_fails_every_judge_check_with_its_reason() -> None:
+    """The judge's setup frame stands for every judge check that has no verdict of its own."""
+    plan = plan_checks(["for i in range(2):\n    assert f(i) == i", "x = f(1)\nassert x"])
+    result = judge(plan, frames({"t": "load", "ok": True}),
+                   judge_frames=frames({"t": "setup", "kind": "exception", "msg": "setup: NameError: q"},
+                                       {"t": "check", "i": 1, "ok": True}),
+                   timed_out=False, isolation="strict")
+    assert result.passed_indices == (1,)
+    assert result.failures[0].message == "setup: NameError: q"
 
 
 def test_stdio_output_is_compared_with_whitespace_normalised() -> None:

@@ -93,7 +93,7 @@ def test_a_crash_in_one_check_does_not_hide_the_others(pool: SandboxPool) -> Non
     result = run_tests(code, checks, pool=pool)
     assert result.passed_indices == (0, 2, 3)
     assert result.fraction == 0.75
-    assert result.graded_in_child == 1
+    assert result.graded_in_child == 0  # the loop was graded by the judge process
 
 
 def test_comparisons_follow_python_by_default_and_types_when_strict(pool: SandboxPool) -> None:
@@ -120,7 +120,7 @@ def test_setup_code_runs_after_the_candidate_and_the_checks_can_use_it(pool: San
     result = run_tests(code, ["assert f(1) == 'trusted'", "assert f(1) == EXPECTED"],
                        setup_code=setup, pool=pool)
     assert result.passed == 2
-    assert result.graded_in_child == 1  # EXPECTED is a name only the child knows
+    assert result.graded_in_child == 0  # EXPECTED is a setup name: the judge process knows it
 
 
 def test_values_that_are_not_plain_data_fail_with_a_clear_message(pool: SandboxPool) -> None:

@@ -340,8 +340,8 @@ def test_any_error_while_judging_is_a_failed_check_naming_it(monkeypatch: pytest
     monkeypatch.setattr(grading, "equal", broken)
     plan = plan_checks(["assert f() == 1", "for i in []: pass"])
     result = judge(plan, frames({"t": "load", "ok": True}, {"t": "call", "i": 0, "j": 0,
-                                                              "v": wire.encode_value(1)},
-                                {"t": "stmt", "i": 1, "ok": True}),
+                                                              "v": wire.encode_value(1)}),
+                   judge_frames=frames({"t": "check", "i": 1, "ok": True}),
                    timed_out=False, isolation="strict")
     assert result.passed_indices == (1,)
     assert "judge fault" in result.failures[0].message

@@ -80,20 +80,28 @@ def run_tests(
         raise IsolationUnavailable(
             f"strict isolation was required but this sandbox pool runs at {pool.level!r}; "
             "install bubblewrap and allow unprivileged user namespaces, or pass isolation=None")
-    plan = plan_checks(checks)
+    plan = plan_checks(checks, setup_code=setup_code or "")
     nonce = secrets.token_hex(16)
+    child_limits = limits.for_child(timeout, nproc=pool.level == "strict")
     job = {
         "nonce": nonce, "code": code_str, "setup": setup_code or "", "prelude": prelude,
-        "items": plan.job_items(),
-        "limits": limits.for_child(timeout, nproc=pool.level == "strict"),
+        "items": plan.job_items(), "limits": child_limits,
         "max_value_bytes": limits.max_result_bytes,
     }
-    raw = pool.run(job, float(timeout), limits)
+    # Checks the trusted side cannot decompose go to a judge process of their own, with a
+    # nonce the candidate never sees; its frames come back apart from the candidate's.
+    judge_nonce = secrets.token_hex(16)
+    judge_job = ({"role": "judge", "nonce": judge_nonce, "setup": setup_code or "",
+                  "prelude": prelude, "checks": plan.judge_items(), "limits": child_limits,
+                  "float_tolerance": float_tolerance}
+                 if plan.needs_judge else None)
+    raw = pool.run(job, float(timeout), limits, judge=judge_job)
     result = judge(
         plan, parse_frames(raw.result, nonce), timed_out=raw.timed_out, isolation=raw.isolation,
         exec_seconds=raw.seconds, stdout=raw.stdout, stderr=raw.stderr,
         float_tolerance=float_tolerance, died=raw.died, equality=equality,
         capped=limits.max_result_bytes if len(raw.result) >= limits.max_result_bytes else None,
+        judge_frames=parse_frames(raw.judge_result, judge_nonce), judge_died=raw.judge_died,
     )
     return redact_result(result)
 

@@ -35,7 +35,7 @@ __all__ = [
 
 ISOLATION_LEVELS = ("rlimits", "strict")  # weakest first
 SANDBOX_DIR = Path(__file__).resolve().parent
-SANDBOX_FILES = ("_worker.py", "_runner.py", "_wire.py")
+SANDBOX_FILES = ("_worker.py", "_runner.py", "_wire.py", "_judge.py", "_rpc.py")
 INSIDE_DIR = "/opt/agentenv"
 INSIDE_WORKROOT = "/tmp"
 SANDBOX_UID = 65534

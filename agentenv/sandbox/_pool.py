@@ -61,6 +61,8 @@ class RawRun:
     seconds: float
     died: str | None
     isolation: str
+    judge_result: bytes = b""  # the judge process's result channel, for runs that had one
+    judge_died: str | None = None
 
 
 class Pool(Protocol):
@@ -73,7 +75,8 @@ class Pool(Protocol):
     @property
     def closed(self) -> bool: ...
 
-    def run(self, job: dict[str, Any], timeout: float, limits: Limits) -> RawRun: ...
+    def run(self, job: dict[str, Any], timeout: float, limits: Limits,
+            judge: dict[str, Any] | None = None) -> RawRun: ...
 
     def close(self) -> None: ...
 
@@ -206,15 +209,24 @@ class _WorkerHandle:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def run(self, job: dict[str, Any], timeout: float, limits: Limits) -> RawRun:
-        """Send one job (with this worker's work dir and child environment) and await the reply."""
+    def run(self, job: dict[str, Any], timeout: float, limits: Limits,
+            judge: dict[str, Any] | None = None) -> RawRun:
+        """Send one job (with this worker's work dir and child environment) and await the reply.
+
+        ``judge`` is the judge process's job, sent as a payload of its own: the worker hands it
+        to the judge only, never to the candidate's process.
+        """
         self._next_id += 1
         header = json.dumps({"op": "run", "id": self._next_id, "timeout": timeout,
-                             "max_output": limits.max_output,
+                             "max_output": limits.max_output, "judge": judge is not None,
                              "max_result": limits.max_result_bytes}).encode("utf-8")
         payload = json.dumps({**job, "workdir": self.workdir, "env": self.child_env()}).encode("utf-8")
+        message = _HEADER.pack(len(header)) + header + _HEADER.pack(len(payload)) + payload
+        if judge is not None:
+            extra = json.dumps(judge).encode("utf-8")
+            message += _HEADER.pack(len(extra)) + extra
         try:
-            self._write(_HEADER.pack(len(header)) + header + _HEADER.pack(len(payload)) + payload)
+            self._write(message)
         except OSError as exc:
             raise WorkerDied(f"could not send the job ({exc})") from None
         reply = self._read(time.monotonic() + timeout + BACKSTOP)
@@ -227,6 +239,7 @@ class _WorkerHandle:
             stdout=str(reply.get("stdout", "")), stderr=str(reply.get("stderr", "")),
             timed_out=bool(reply.get("timed_out")), seconds=float(reply.get("seconds", 0.0)),
             died=reply.get("died"), isolation=self.level,
+            judge_result=_b64(reply.get("judge_result", "")), judge_died=reply.get("judge_died"),
         )
 
     def _write(self, data: bytes) -> None:
@@ -337,8 +350,9 @@ class SandboxPool:
     def closed(self) -> bool:
         return self._closed
 
-    def run(self, job: dict[str, Any], timeout: float, limits: Limits) -> RawRun:
-        """Run one job on some worker; retry once if the worker dies under it."""
+    def run(self, job: dict[str, Any], timeout: float, limits: Limits,
+            judge: dict[str, Any] | None = None) -> RawRun:
+        """Run one job (and its judge's, if any) on some worker; retry once if the worker dies."""
         if self._closed:
             raise SandboxError("this sandbox pool is closed; create a new SandboxPool")
         if os.getpid() != self._pid:
@@ -348,7 +362,7 @@ class SandboxPool:
             for _attempt in range(2):
                 worker = self._acquire()
                 try:
-                    raw = worker.run(job, timeout, limits)
+                    raw = worker.run(job, timeout, limits, judge)
                 except WorkerDied as exc:
                     errors.append(str(exc))
                     self._discard(worker)

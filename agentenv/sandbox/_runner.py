@@ -11,14 +11,18 @@ for one check (the plan comes from :mod:`agentenv.grading`):
 - ``{"i", "k": "calls", "calls": [src, ...]}``: evaluate each call expression in the candidate's
   namespace and send back its *value* as plain data (never a verdict; expected values are not in
   the job);
-- ``{"i", "k": "stmt", "src"}``: a check that cannot be decomposed; run it here and send back
-  whether it raised (the parent counts these as graded in the child);
 - ``{"i", "k": "stdio", "stdin"}``: run the candidate as a program in a forked process with that
   stdin and send back what it wrote to fd 1.
 
-The child never decides a grade. It reports facts; the parent judges them. Whatever the
-candidate does to this process (patching modules, forging frames, exiting) can at most lose it
-points on checks the trusted side judges.
+When the run has checks that cannot be decomposed, the worker also hands this process one end
+of a channel to a judge process (:mod:`_judge`), which runs those checks itself; after the items
+above, :func:`serve_judge` answers the judge's questions (call this name with these arguments,
+read this attribute) with plain data until the judge hangs up. Those checks, their expected
+values and their helper code never reach this process.
+
+The child never decides a grade. It reports facts; the parent (or the judge) judges them.
+Whatever the candidate does to this process (patching modules, forging frames, exiting) can at
+most lose it points.
 """
 
 from __future__ import annotations
@@ -34,9 +38,10 @@ _here = os.path.dirname(os.path.abspath(__file__))
 if _here not in sys.path:
     sys.path.insert(0, _here)
 
-import _wire  # noqa: E402  (loaded by path inside the sandbox)
+import _rpc  # noqa: E402  (loaded by path inside the sandbox)
+import _wire  # noqa: E402
 
-__all__ = ["apply_limits", "main", "run_job"]
+__all__ = ["apply_limits", "main", "run_job", "serve_judge"]
 
 MAX_MESSAGE = 400  # characters of an exception message sent back
 MAX_STDIO_OUT = 8 * 1024 * 1024  # bytes of a stdio case's stdout kept
@@ -55,9 +60,15 @@ _compile = compile
 _exec = exec
 _eval = eval
 _encode_value = _wire.encode_value
+_decode_value = _wire.decode_value
 _encode_frame = _wire.encode_frame
 _NotPlainData = _wire.NotPlainData
 _ValueTooLarge = _wire.ValueTooLarge
+_rpc_send = _rpc.send
+_rpc_recv = _rpc.recv
+_RpcErrors = (_rpc.ChannelClosed, _rpc.ProtocolError)
+MAX_HANDLES = 100_000  # objects kept for the judge in one run
+_REQUESTS = ("name", "call", "get", "set")
 
 
 def apply_limits(limits: dict[str, Any]) -> None:
@@ -149,20 +160,6 @@ def _load_candidate(code: str, setup: str, chan: _Channel, prelude: str = "") ->
             return None
     chan.send({"t": "load", "ok": True})
     return ns
-
-
-def _run_stmt(index: int, source: str, ns: dict[str, Any], chan: _Channel) -> None:
-    try:
-        compiled = _compile(source, f"<check {index}>", "exec", dont_inherit=True)
-    except BaseException as exc:
-        chan.send({"t": "stmt", "i": index, "kind": "syntax", "msg": _message(exc)})
-        return
-    try:
-        _exec(compiled, ns)
-    except BaseException as exc:
-        chan.send({"t": "stmt", "i": index, "kind": _kind(exc), "msg": _message(exc)})
-        return
-    chan.send({"t": "stmt", "i": index, "ok": True})
 
 
 def _run_calls(index: int, calls: list[str], ns: dict[str, Any], chan: _Channel,
@@ -268,13 +265,184 @@ def _run_stdio(index: int, code: str, stdin: str, chan: _Channel, prelude: str =
     chan.send(message)
 
 
-def run_job(job: dict[str, Any], result_fd: int) -> None:
-    """Execute every item of ``job`` and report on ``result_fd``; ends with a ``done`` frame."""
+def _type_name(exc: BaseException) -> str:
+    try:
+        return str(type.__dict__["__name__"].__get__(type(exc)))
+    except BaseException:
+        return "Exception"
+
+
+class _Hangup(BaseException):
+    """The judge closed the channel: stop serving (BaseException: candidate code cannot catch it
+    with ``except Exception`` and go on talking)."""
+
+
+class _JudgeServer:
+    """This process's side of the judge channel (see :mod:`_rpc` for the messages).
+
+    Runs candidate code on the judge's behalf; sends back only plain data, or a handle for any
+    other object (kept here, so the judge can call its methods or pass it back). Candidate code
+    may write on the channel itself: whatever it sends is at most a wrong answer.
+    """
+
+    def __init__(self, fd: int, ns: dict[str, Any], max_bytes: int = 0) -> None:
+        self.fd = fd
+        self.ns = ns
+        self.max_bytes = max_bytes
+        self.handles: dict[int, Any] = {}
+
+    def serve(self) -> None:
+        with contextlib.suppress(_Hangup):
+            while True:
+                try:
+                    message = _rpc_recv(self.fd)
+                except _RpcErrors:
+                    return
+                if message.get("op") not in _REQUESTS:
+                    return  # out of turn: the judge never sends that
+                self.answer(message)
+
+    def answer(self, message: dict[str, Any]) -> None:
+        try:
+            reply = self.handle(message)
+        except _Hangup:
+            raise
+        except BaseException as exc:
+            try:
+                text = str(exc)
+            except BaseException:
+                text = ""
+            reply = {"x": _type_name(exc), "msg": str.__getitem__(text, slice(0, MAX_MESSAGE))}
+        try:
+            _rpc_send(self.fd, reply)
+        except _RpcErrors:
+            raise _Hangup from None
+
+    def target(self, ref: Any) -> Any:
+        if type(ref) is list and len(ref) == 2 and ref[0] == "n" and type(ref[1]) is str:
+            if ref[1] in self.ns:
+                return self.ns[ref[1]]
+            if hasattr(builtins, ref[1]):
+                return getattr(builtins, ref[1])
+            raise NameError(f"name {ref[1]!r} is not defined")
+        if type(ref) is list and len(ref) == 2 and ref[0] == "h" and ref[1] in self.handles:
+            return self.handles[ref[1]]
+        raise ValueError("the judge named an object this process does not hold")
+
+    def argument(self, arg: Any) -> Any:
+        if type(arg) is list and len(arg) == 2:
+            if arg[0] == "v":
+                return _decode_value(arg[1])
+            if arg[0] == "h":
+                return self.target(arg)
+            if arg[0] == "c" and type(arg[1]) is int:
+                return self._callback(arg[1])
+        raise ValueError("malformed argument from the judge")
+
+    def result(self, value: Any) -> list[Any]:
+        try:
+            encoded = _encode_value(value)
+        except _ValueTooLarge as exc:  # plain data, over a wire budget: say which
+            return ["b", str(exc.args[0])]
+        except _NotPlainData:
+            encoded = None
+        if encoded is not None:
+            if self.max_bytes and len(encoded) > self.max_bytes:
+                return ["b", f"a value of {len(encoded)} bytes (Limits.max_result_bytes is "
+                             f"{self.max_bytes})"]
+            return ["v", encoded]
+        if len(self.handles) >= MAX_HANDLES:
+            raise MemoryError(f"more than {MAX_HANDLES} objects kept for the judge")
+        key = len(self.handles) + 1
+        self.handles[key] = value
+        return ["h", key, _type_name_of(value)]
+
+    def handle(self, message: dict[str, Any]) -> dict[str, Any]:
+        op = message["op"]
+        if op == "name":
+            return {"r": self.result(self.target(["n", message.get("n")]))}
+        target = self.target(message.get("f"))
+        if op == "get":
+            return {"r": self.result(getattr(target, str(message.get("n"))))}
+        if op == "set":
+            setattr(target, str(message.get("n")), self.argument(message.get("v")))
+            return {"r": ["v", _encode_value(None)]}
+        raw_args, raw_kwargs = message.get("a"), message.get("k")
+        if type(raw_args) is not list or type(raw_kwargs) is not list:
+            raise ValueError("malformed call from the judge")
+        args = [self.argument(a) for a in raw_args]
+        kwargs = {str(pair[0]): self.argument(pair[1]) for pair in raw_kwargs}
+        value = target(*args, **kwargs)
+        reply: dict[str, Any] = {"r": self.result(value)}
+        # Arguments are copies: send back the ones the call changed, so a check that tests
+        # "does not modify its argument" sees what the candidate did to it.
+        changed: list[list[Any]] = []
+        for position, raw, arg in [*((i, raw_args[i], a) for i, a in enumerate(args)),
+                                   *((k, raw_kwargs[n][1], kwargs[k])
+                                     for n, k in enumerate(kwargs))]:
+            if raw[0] == "v" and type(arg) in (list, dict, set):
+                try:
+                    after = _encode_value(arg)
+                except BaseException:
+                    continue
+                if after != raw[1]:
+                    changed.append([position, after])
+        if changed:
+            reply["m"] = changed
+        return reply
+
+    def _callback(self, key: int) -> Any:
+        server = self
+
+        def call_the_judge(*args: Any, **kwargs: Any) -> Any:
+            try:
+                message = {"op": "cb", "c": key, "a": [_encode_value(a) for a in args],
+                           "k": [[str(k), _encode_value(v)] for k, v in kwargs.items()]}
+            except _NotPlainData as exc:
+                raise TypeError(f"a callback of the check takes plain data only, not {exc}") from None
+            try:
+                _rpc_send(server.fd, message)
+                while True:
+                    reply = _rpc_recv(server.fd)
+                    if reply.get("op") in _REQUESTS:
+                        server.answer(reply)  # the callback calls back into the candidate
+                        continue
+                    break
+            except _RpcErrors:
+                raise _Hangup from None
+            if "x" in reply:
+                raise RuntimeError(f"the check's callback raised {reply.get('x')}: {reply.get('msg')}")
+            result = reply.get("r")
+            if type(result) is not list or len(result) != 2 or result[0] != "v":
+                raise RuntimeError("the check's callback returned something that is not plain data")
+            return _decode_value(result[1])
+
+        return call_the_judge
+
+
+def _type_name_of(value: Any) -> str:
+    try:
+        return str(type.__dict__["__qualname__"].__get__(type(value)))
+    except BaseException:
+        return "object"
+
+
+def serve_judge(ns: dict[str, Any], fd: int, max_bytes: int = 0) -> None:
+    """Answer the judge's questions about the candidate's namespace until it hangs up."""
+    _JudgeServer(fd, ns, max_bytes).serve()
+
+
+def run_job(job: dict[str, Any], result_fd: int, judge_fd: int | None = None) -> None:
+    """Execute every item of ``job`` and report on ``result_fd``; ends with a ``done`` frame.
+
+    With ``judge_fd`` (the run has checks a judge process grades), serve that judge once the
+    items are done.
+    """
     chan = _Channel(result_fd, str(job["nonce"]))
     code = str(job.get("code", ""))
     items = list(job.get("items", ()))
     ns: dict[str, Any] | None = None
-    if any(item["k"] != "stdio" for item in items):
+    if judge_fd is not None or any(item["k"] != "stdio" for item in items):
         ns = _load_candidate(code, str(job.get("setup", "")), chan, str(job.get("prelude", "")))
     for item in items:
         kind, index = item["k"], int(item["i"])
@@ -282,10 +450,13 @@ def run_job(job: dict[str, Any], result_fd: int) -> None:
             _run_stdio(index, code, str(item["stdin"]), chan, str(job.get("prelude", "")))
         elif ns is None:
             continue  # the parent marks these with the load failure
-        elif kind == "stmt":
-            _run_stmt(index, str(item["src"]), ns, chan)
         elif kind == "calls":
             _run_calls(index, list(item["calls"]), ns, chan, int(job.get("max_value_bytes", 0)))
+    if judge_fd is not None:
+        if ns is not None:
+            serve_judge(ns, judge_fd, int(job.get("max_value_bytes", 0)))
+        with contextlib.suppress(OSError):
+            _os_close(judge_fd)
     chan.send({"t": "done"})
 
 

@@ -12,10 +12,16 @@ only; loaded by path. Two long-lived processes and one per run:
 - the **candidate process** ``G``. At the strict level ``Z`` clones it straight into a new
   user and pid namespace, where it is pid 1: it cannot name, so cannot signal, the worker, the
   parent or another run, and when it dies the kernel kills everything it left behind. At the
-  rlimits level it is a plain fork in its own session (process group).
+  rlimits level it is a plain fork in its own session (process group);
+- for a run whose plan has checks that cannot be decomposed, the **judge process** ``J``
+  (:mod:`_judge`): a second prepared process, forked and isolated exactly like ``G``, that
+  never runs candidate code. The worker gives ``J`` and ``G`` the two ends of a fresh socket
+  pair (their only link) with their jobs; ``J`` runs the checks and asks ``G`` about the
+  candidate's names over it. Verdicts are read only from ``J``'s result pipe; ``G``'s carries
+  only what the parent judges itself (see :class:`_PairedRun`).
 
 Runs are prepared *before* their jobs arrive (fork, namespaces, descriptors, capabilities
-dropped, no-new-privs) and wait on their job pipe; a job then only costs entering the work
+dropped, no-new-privs) and wait on their job socket; a job then only costs entering the work
 dir, taking the environment and rlimits, and :func:`_runner.run_job`. The worker reads the
 three pipes (result channel, stdout, stderr) with caps until they close, ``G`` exits or the
 deadline passes, kills whatever is left, replies, and only then wipes the work area and asks
@@ -47,6 +53,7 @@ _here = os.path.dirname(os.path.abspath(__file__))
 if _here not in sys.path:
     sys.path.insert(0, _here)
 
+import _judge  # noqa: E402
 import _runner  # noqa: E402
 
 # Imported once in the zygote, so runs get them for free. Kept to what solutions commonly use:
@@ -194,7 +201,7 @@ def _remove_contents(path: str) -> None:
 
 # --------------------------------------------------------------------------- the candidate side
 
-JOB_FD = 4  # G's end of its job pipe, until the job has been read
+JOB_FD = 4  # the end of its job socket (a prepared run: G or J), until the job has been read
 READY = b"+ready\n"  # G's first bytes: it is locked down and no longer dumpable
 STARTED = b"+started\n"  # G's first bytes on the result channel, written before any candidate code
 FINISHED = b"+finished\n"  # G's last bytes when run_job returned (only used to skip a wait)
@@ -222,19 +229,25 @@ def _become_candidate(channel: dict[str, int], namespaces: bool) -> None:
         _write_all(RESULT_FD, READY)  # locked down (and not dumpable): see Worker._confirm
         os.environ.clear()
         _warm_up()
-        payload = _read_to_end(JOB_FD)  # blocks here until a job is sent (or the worker goes)
-        os.close(JOB_FD)
+        payload, peer = _receive_job(JOB_FD)  # blocks until a job is sent (or the worker goes)
         if not payload:
             os._exit(0)
         job = json.loads(payload)
-        os.chdir(job["workdir"])
-        os.environ.update(job.get("env", {}))
+        judging = job.get("role") == "judge"
+        if judging:
+            os.chdir("/")  # the judge has no work dir and no environment: it never writes
+        else:
+            os.chdir(job["workdir"])
+            os.environ.update(job.get("env", {}))
         limits = dict(job.get("limits", {}))
         if not namespaces:
             limits["nproc"] = None  # counted per real uid across the machine: unusable here
         _runner.apply_limits(limits)
-        _write_all(RESULT_FD, STARTED)  # set-up done; from here on, what happens is the candidate's
-        _runner.run_job(job, RESULT_FD)
+        _write_all(RESULT_FD, STARTED)  # set-up done; from here on, what happens is the job's
+        if judging and peer is not None:
+            _judge.run_judge(job, RESULT_FD, peer)
+        elif not judging:
+            _runner.run_job(job, RESULT_FD, peer)
     except BaseException:
         code = 70
     finally:
@@ -255,7 +268,7 @@ _WARM_UP_JOB = json.dumps({
     "nonce": "0" * 32, "code": "from typing import List\n\ndef f(xs: List[int]) -> int:\n    return sum(xs)\n",
     "setup": "", "limits": {}, "env": {}, "workdir": "/",
     "items": [{"i": 0, "k": "calls", "calls": ["f([1, 2])", "f([])"]},
-              {"i": 1, "k": "stmt", "src": "assert f([3]) == 3"}],
+              {"i": 1, "k": "calls", "calls": ["f([3])"]}],
 })
 
 
@@ -309,6 +322,33 @@ def _read_to_end(fd: int) -> bytes:
         chunks.append(chunk)
 
 
+def _receive_job(fd: int) -> tuple[bytes, int | None]:
+    """Read the job from its socket, and the judge channel when one comes with it; closes ``fd``.
+
+    The worker sends one marker byte first, carrying the channel end (``SCM_RIGHTS``) for runs
+    with a judge, then the job itself up to end of file.
+    """
+    sock = socket.socket(fileno=fd)
+    try:
+        marker, fds, _flags, _addr = socket.recv_fds(sock, 1, 1)
+        if not marker:
+            return b"", None
+        return _read_to_end(fd), (fds[0] if fds else None)
+    finally:
+        sock.close()
+
+
+def _send_job(fd: int, job: bytes, peer: int | None) -> None:
+    """The worker's half of :func:`_receive_job`."""
+    sock = socket.socket(fileno=fd)
+    try:
+        socket.send_fds(sock, [b"J" if peer is not None else b"-"],
+                        [peer] if peer is not None else [])
+        _write_all(fd, job)
+    finally:
+        sock.detach()
+
+
 # --------------------------------------------------------------------------- the zygote
 
 _COMMAND = struct.Struct(">ci")  # an opcode byte and an int (a pid, or 0)
@@ -347,7 +387,7 @@ def _zygote(sock: socket.socket, namespaces: bool) -> None:
             os._exit(0)
         op, pid = _COMMAND.unpack(data)
         if op == b"F":
-            job_r, job_w = os.pipe()
+            job_r, job_w = (end.detach() for end in socket.socketpair())  # fds travel on it
             res_r, res_w = os.pipe()
             out_r, out_w = os.pipe()
             err_r, err_w = os.pipe()
@@ -474,43 +514,65 @@ class Worker:
                 run.close()
                 self.unreaped.append(run.pid)
 
-    def run(self, header: dict[str, Any], job: bytes) -> dict[str, Any]:
-        """Hand ``job`` to a prepared run and report what happened (never a verdict)."""
-        timeout = float(header["timeout"])
-        max_output = int(header.get("max_output", 65536))
-        max_result = int(header.get("max_result", 16 << 20))
-        os.makedirs(os.path.join(self.workroot, "run"), mode=0o700, exist_ok=True)
-        self.prepare()
-        if self.confirm_early:
-            self._confirm_all()
+    def _take(self) -> _Prepared:
+        """The next prepared run that is locked down (dropping any that never got there)."""
         while self.ready or self.forks_pending:
             if not self.ready:
                 self._collect_forks()
             run = self.ready.popleft()
             if run.confirmed or _read_exact(run.res_r, len(READY)) == READY:
-                break
+                return run
             _kill(run.pid)  # it never got locked down: drop it
             run.close()
             self.unreaped.append(run.pid)
-        else:
-            raise SystemExit("no run could be prepared")
+        raise SystemExit("no run could be prepared")
+
+    def run(self, header: dict[str, Any], job: bytes, judge_job: bytes | None = None) -> dict[str, Any]:
+        """Hand ``job`` to a prepared run and report what happened (never a verdict).
+
+        With ``judge_job``, a second prepared run becomes the judge ``J`` (see
+        :class:`_PairedRun`); its frames come back apart, as ``judge_result``.
+        """
+        timeout = float(header["timeout"])
+        max_output = int(header.get("max_output", 65536))
+        max_result = int(header.get("max_result", 16 << 20))
+        os.makedirs(os.path.join(self.workroot, "run"), mode=0o700, exist_ok=True)
+        self.prepare()
+        if judge_job is not None:
+            _PairedRun.reserve(self)
+        if self.confirm_early:
+            self._confirm_all()
+        run = self._take()
+        pair = _PairedRun(self._take(), judge_job) if judge_job is not None else None
+        runs = [run] if pair is None else [run, pair.judge]
         start = time.monotonic()
         try:
+            peer = pair.connect() if pair is not None else None
             with contextlib.suppress(OSError):
-                _write_all(run.job_w, job)  # G is blocked reading it
+                _send_job(run.job_w, job, peer)  # G is blocked reading it
             _close(run.job_w)
             run.job_w = -1
-            outcome = self._collect(run, {run.res_r: max_result, run.out_r: max_output,
-                                          run.err_r: max_output}, start + timeout)
+            if pair is not None:
+                pair.start()
+            caps = {run.res_r: max_result, run.out_r: max_output, run.err_r: max_output}
+            if pair is not None:
+                caps.update(pair.caps(max_result))
+            outcome = self._collect(runs, caps, start + timeout)
         finally:
-            run.close()
+            for each in runs:
+                each.close()
+            if pair is not None:
+                pair.close()
         if "error" in outcome:
             return {"id": header.get("id"), "error": outcome["error"]}
         outcome["seconds"] = time.monotonic() - start
-        result, out, err = outcome.pop("data")
+        blobs = outcome.pop("data")
+        result, out, err = blobs[:3]
         outcome["result"] = base64.b64encode(result).decode("ascii")
         outcome["stdout"] = out.decode("utf-8", "replace")
         outcome["stderr"] = err.decode("utf-8", "replace")
+        if pair is not None:
+            outcome["judge_result"] = base64.b64encode(blobs[3]).decode("ascii")
         outcome["id"] = header.get("id")
         return outcome
 
@@ -529,8 +591,11 @@ class Worker:
         kind, _, _ = self._ask(b"Q", pid)
         return kind == b"S"
 
-    def _collect(self, run: _Prepared, caps: dict[int, int], deadline: float) -> dict[str, Any]:
-        """Read the run's pipes until they close, it ends, or the deadline; then kill it."""
+    def _collect(self, runs: list[_Prepared], caps: dict[int, int], deadline: float) -> dict[str, Any]:
+        """Read the runs' pipes until they close, every run ends, or the deadline; then kill them.
+
+        ``runs`` is ``G`` alone, or ``G`` and its judge ``J``; the run ends when all have exited.
+        """
         kept: dict[int, list[bytes]] = {fd: [] for fd in caps}
         size = dict.fromkeys(caps, 0)
         dropped = dict.fromkeys(caps, 0)
@@ -538,33 +603,41 @@ class Worker:
         for fd in caps:
             os.set_blocking(fd, False)
             sel.register(fd, selectors.EVENT_READ)
-        pidfd = _pidfd(run.pid)  # readable once G has exited
-        if pidfd is not None:
-            sel.register(pidfd, selectors.EVENT_READ)
+        pidfds: dict[int, int] = {}  # pidfd -> pid, readable once that process has exited
+        for run in runs:
+            pidfd = _pidfd(run.pid)
+            if pidfd is not None:
+                pidfds[pidfd] = run.pid
+                sel.register(pidfd, selectors.EVENT_READ)
+        polled = [run.pid for run in runs if run.pid not in pidfds.values()]
         timed_out = False
-        exited = False
+        exited: set[int] = set()
         ended_at: float | None = None
         try:
             while True:
                 now = time.monotonic()
                 if ended_at is None and now >= deadline:
                     timed_out = True
-                    _kill(run.pid)
+                    for run in runs:
+                        _kill(run.pid)
                     ended_at = now
                 if not any(fd in sel.get_map() for fd in caps):
                     break  # every holder of the pipes closed them: nothing more can arrive
-                if ended_at is None and (exited or (pidfd is None and self._exited(run.pid))):
-                    _kill(run.pid)  # G is done: whatever it left behind goes with it
-                    ended_at = now
+                if ended_at is None:
+                    exited.update(pid for pid in polled if pid not in exited and self._exited(pid))
+                    if len(exited) == len(runs):
+                        for run in runs:
+                            _kill(run.pid)  # all done: whatever they left behind goes with them
+                        ended_at = now
                 if ended_at is not None and now >= ended_at + GRACE:
                     break
                 limit = (ended_at + GRACE) if ended_at is not None else deadline
                 wait = max(0.0, limit - now)
-                for key, _ in sel.select(wait if pidfd is not None else min(wait, 0.02)):
+                for key, _ in sel.select(min(wait, 0.02) if polled else wait):
                     fd = int(key.fd)
-                    if fd == pidfd:
+                    if fd in pidfds:
                         sel.unregister(fd)
-                        exited = True
+                        exited.add(pidfds[fd])
                         continue
                     try:
                         data = os.read(fd, 1 << 16)
@@ -582,26 +655,78 @@ class Worker:
                     dropped[fd] += max(0, len(data) - max(room, 0))
         finally:
             sel.close()
-            if pidfd is not None:
-                _close(pidfd)
-        _kill(run.pid)  # whatever is left of the run dies now
-        result = b"".join(kept[run.res_r])
-        if not timed_out and result.endswith(FINISHED):
-            # A normal end: no need to wait for the teardown; reaped between runs.
-            self.unreaped.append(run.pid)
-            status = 0
-        else:
-            _, status, _ = self._ask(b"W", run.pid)
-        if not timed_out and not result.startswith(STARTED):
-            return {"error": "the candidate process failed before running any candidate code"}
+            _close(*pidfds)
+        statuses = []
+        started = True
+        for run in runs:
+            _kill(run.pid)  # whatever is left of the run dies now
+            result = b"".join(kept[run.res_r])
+            if not timed_out and result.endswith(FINISHED):
+                # A normal end: no need to wait for the teardown; reaped between runs.
+                self.unreaped.append(run.pid)
+                statuses.append(0)
+            else:
+                statuses.append(self._ask(b"W", run.pid)[1])
+            started = started and (timed_out or result.startswith(STARTED))
+        if not started:
+            return {"error": "a run's process failed before running its job"}
         blobs: list[bytes] = []
+        results = {run.res_r for run in runs}
         for fd in caps:
             blob = b"".join(kept[fd])
-            if dropped[fd] and fd != run.res_r:
+            if dropped[fd] and fd not in results:
                 blob += f"\n[... {dropped[fd]} more bytes dropped]".encode()
             blobs.append(blob)
-        return {"timed_out": timed_out, "died": None if timed_out else _describe(status),
-                "data": blobs}
+        outcome: dict[str, Any] = {"timed_out": timed_out,
+                                   "died": None if timed_out else _describe(statuses[0]),
+                                   "data": blobs}
+        if len(runs) > 1:
+            outcome["judge_died"] = None if timed_out else _describe(statuses[1])
+        return outcome
+
+
+class _PairedRun:
+    """The judge half of a run with non-decomposable checks: a prepared run turned into ``J``.
+
+    ``J`` and ``G`` come from the same pristine zygote and get the same lockdown; they share only
+    the socket pair made here, passed to each with its job. ``J``'s result pipe is read apart
+    from ``G``'s, so a frame ``G`` writes can never count as a verdict; ``J``'s stdout and
+    stderr are drained (so a chatty check cannot block) and dropped.
+    """
+
+    def __init__(self, judge: _Prepared, job: bytes) -> None:
+        self.judge = judge
+        self.job = job
+        self.ends: tuple[int, int] | None = None
+
+    @staticmethod
+    def reserve(worker: Worker) -> None:
+        """Make sure two prepared runs exist (forked now only when the pool keeps fewer)."""
+        while len(worker.ready) + worker.forks_pending < 2:
+            worker.zygote.sendall(_COMMAND.pack(b"F", 0))
+            worker.forks_pending += 1
+
+    def connect(self) -> int:
+        """Make the J<->G channel; returns G's end (the worker closes its copies once sent)."""
+        first, second = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.ends = (first.detach(), second.detach())
+        return self.ends[0]
+
+    def start(self) -> None:
+        assert self.ends is not None
+        with contextlib.suppress(OSError):
+            _send_job(self.judge.job_w, self.job, self.ends[1])
+        _close(self.judge.job_w)
+        self.judge.job_w = -1
+        self.close()
+
+    def caps(self, max_result: int) -> dict[int, int]:
+        return {self.judge.res_r: max_result, self.judge.out_r: 0, self.judge.err_r: 0}
+
+    def close(self) -> None:
+        if self.ends is not None:
+            _close(*self.ends)
+            self.ends = None
 
 
 def _kill(pid: int) -> None:
@@ -708,9 +833,10 @@ def main(argv: list[str]) -> None:
             break
         if message.get("op") == "run":
             job = read_job(control)
-            if job is None:
+            judge_job = read_job(control) if message.get("judge") else None
+            if job is None or (message.get("judge") and judge_job is None):
                 break
-            write_message(reply, worker.run(message, job))
+            write_message(reply, worker.run(message, job, judge_job))
             worker.after_run()
         elif message.get("op") == "ping":
             write_message(reply, {"id": message.get("id"), "pong": True})

@@ -48,8 +48,9 @@ class RunResult:
     ``passed``/``total``/``fraction`` count checks; ``fraction == passed / total`` (0.0 when
     there are no checks). ``timed_out`` is True when the wall-clock limit killed the run.
     ``isolation`` names the isolation level that ran ("strict", "rlimits", ...).
-    ``graded_in_child`` counts checks whose verdict had to be computed inside the candidate's
-    process (loops, helper functions) rather than judged on the trusted side.
+    ``graded_in_child`` counts checks whose verdict came from the candidate's own process: always
+    0 now that checks the trusted side cannot decompose go to a judge process (kept for records
+    written before that).
     ``stdout``/``stderr`` are the candidate's captured output, capped in size; they are never
     parsed for verdicts.
     """

@@ -1,0 +1,105 @@
+"""The channel between a judge process and the candidate process it questions.
+
+Imported on both sides of that channel, inside the sandbox (loaded by path, standard library
+only). The judge ``J`` (:mod:`_judge`) runs a task's check program; every name the candidate
+defines is a proxy there, and each use of a proxy becomes one request to the candidate process
+``G`` (:func:`_runner.serve_judge`), which answers with plain data. The channel is one
+``AF_UNIX`` stream socket pair, created by the worker and handed to the two processes only;
+it carries length-prefixed small msgpack maps (:func:`_wire.pack_message`), values inside them
+as :func:`_wire.encode_value`'s bytes:
+
+- ``J -> G`` requests: ``{"op": "name", "n": name}`` (look a global up), ``{"op": "call", "f":
+  REF, "a": [ARG...], "k": [[name, ARG]...]}``, ``{"op": "get", "f": REF, "n": attr}`` and
+  ``{"op": "set", "f": REF, "n": attr, "v": ARG}``;
+- ``G -> J`` replies: ``{"r": RESULT, "m": [[position, VALUE]...]}`` (``m``: arguments the call
+  mutated, copied back) or ``{"x": exception type name, "msg": text}``; ``RESULT`` may also be
+  ``["b", text]``: plain data over one of the wire's budgets;
+- ``G -> J`` callback requests, sent while ``G`` is answering: ``{"op": "cb", "c": id, "a":
+  [VALUE...], "k": [[name, VALUE]...]}``, answered by ``J`` with a reply as above.
+
+``REF`` is ``["n", name]`` (a global of the candidate's namespace) or ``["h", id]`` (an object
+``G`` returned earlier and keeps); ``ARG`` is ``["v", VALUE]``, ``["h", id]`` or ``["c", id]`` (a
+callable of the judge's, called back through ``cb``); ``RESULT`` is ``["v", VALUE]`` or ``["h",
+id, type name]``; ``VALUE`` is :func:`_wire.encode_value`'s plain-data encoding. The channel
+never carries a verdict: those go from ``J`` to the worker on ``J``'s own result pipe.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import sys
+from typing import Any
+
+_here = os.path.dirname(os.path.abspath(__file__))
+if _here not in sys.path:
+    sys.path.insert(0, _here)
+
+import _wire  # noqa: E402  (loaded by path inside the sandbox)
+
+__all__ = ["MAX_FRAME", "ChannelClosed", "ProtocolError", "recv", "send"]
+
+MAX_FRAME = 16 * 1024 * 1024  # bytes of one message; more is a protocol error
+MAX_ENTRIES = 4096  # items of any list or map in a message (values travel as bytes)
+
+_HEADER = struct.Struct(">I")
+_pack = _wire.pack_message
+_unpack = _wire.unpack_message
+_os_read = os.read
+_os_write = os.write
+
+
+class ChannelClosed(Exception):
+    """The other side closed the channel (or died)."""
+
+
+class ProtocolError(Exception):
+    """The other side sent something that is not a well-formed message."""
+
+
+def send(fd: int, message: dict[str, Any]) -> None:
+    """Write one message; raise ChannelClosed when the other side is gone."""
+    try:
+        body = _pack(message)
+    except _wire.NotPlainData as exc:
+        raise ProtocolError(f"a message that cannot be sent ({exc})") from None
+    if len(body) > MAX_FRAME:
+        raise ProtocolError(f"a message of {len(body)} bytes is over the {MAX_FRAME}-byte limit")
+    view = memoryview(_HEADER.pack(len(body)) + body)
+    while view:
+        try:
+            n = _os_write(fd, view)
+        except InterruptedError:  # pragma: no cover - PEP 475 retries for us
+            continue
+        except OSError:
+            raise ChannelClosed("the other side closed the channel") from None
+        view = view[n:]
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    parts: list[bytes] = []
+    got = 0
+    while got < n:
+        try:
+            chunk = _os_read(fd, min(n - got, 1 << 20))
+        except InterruptedError:  # pragma: no cover
+            continue
+        except OSError:
+            chunk = b""
+        if not chunk:
+            raise ChannelClosed("the other side closed the channel")
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def recv(fd: int) -> dict[str, Any]:
+    """Read one message: a map of at most MAX_FRAME bytes, else ProtocolError."""
+    (size,) = _HEADER.unpack(_read_exact(fd, _HEADER.size))
+    if size > MAX_FRAME:
+        raise ProtocolError(f"a message of {size} bytes is over the {MAX_FRAME}-byte limit")
+    body = _read_exact(fd, size)
+    try:
+        return _unpack(body, MAX_ENTRIES)
+    except (ValueError, RecursionError, MemoryError):
+        raise ProtocolError("a message is not a well-formed map") from None
