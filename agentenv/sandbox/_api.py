@@ -8,6 +8,7 @@ in the returned ``RunResult``; only infrastructure faults raise (``SandboxError`
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import math
 import secrets
@@ -75,11 +76,12 @@ def run_tests(
         "limits": limits.for_child(timeout, nproc=pool.level == "strict"),
     }
     raw = pool.run(job, float(timeout), limits)
-    return judge(
+    result = judge(
         plan, parse_frames(raw.result, nonce), timed_out=raw.timed_out, isolation=raw.isolation,
         exec_seconds=raw.seconds, stdout=raw.stdout, stderr=raw.stderr,
         float_tolerance=float_tolerance, died=raw.died,
     )
+    return dataclasses.replace(result, limits_enforced=raw.limits)
 
 
 async def arun_tests(
