@@ -121,7 +121,7 @@ def _get_spawner() -> _Spawner:
 class _WorkerHandle:
     """The parent's end of one worker process."""
 
-    def __init__(self, level: str) -> None:
+    def __init__(self, level: str, allow_root_fallback: bool = False) -> None:
         self.level = level
         self._next_id = 0
         self.host_dir: str | None = None
@@ -141,7 +141,7 @@ class _WorkerHandle:
             env: dict[str, str] = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
             cwd = "/"
         else:
-            drop = _fallback_identity()
+            drop = _fallback_identity(allow_root_fallback)
             self.host_dir = tempfile.mkdtemp(prefix="agentenv-sandbox-")
             config = {"namespaces": False, "prepared": PREPARED_RUNS, "workroot": self.host_dir,
                       "parent_pid": os.getpid()}
@@ -348,10 +348,13 @@ class SandboxPool:
 
     ``isolation=None`` picks the best level available (strict when bubblewrap works, else the
     rlimits fallback with a one-time warning); ``"strict"`` requires it and raises
-    ``IsolationUnavailable`` otherwise; ``"rlimits"`` forces the fallback.
+    ``IsolationUnavailable`` otherwise; ``"rlimits"`` forces the fallback. As root the fallback
+    refuses (``IsolationUnavailable``) unless ``allow_root_fallback=True`` or
+    ``AGENTENV_SANDBOX_ALLOW_ROOT_FALLBACK=1``: it has no filesystem or network isolation.
     """
 
-    def __init__(self, size: int | None = None, isolation: str | None = None) -> None:
+    def __init__(self, size: int | None = None, isolation: str | None = None, *,
+                 allow_root_fallback: bool = False) -> None:
         if isolation is not None and isolation not in _isolation.ISOLATION_LEVELS:
             raise ConfigError(f"isolation must be one of {_isolation.ISOLATION_LEVELS} or None, "
                               f"got {isolation!r}")
@@ -364,7 +367,10 @@ class SandboxPool:
         self._slots = threading.Semaphore(self.size)
         self._closed = False
         self._pid = os.getpid()
+        self._allow_root = allow_root_fallback
         self.level = self._resolve(isolation)
+        if self.level == "rlimits":
+            _fallback_identity(self._allow_root)  # refuse now, not at the first run
         atexit.register(_close_ref, weakref.ref(self))
 
     def _resolve(self, isolation: str | None) -> str:
@@ -427,7 +433,7 @@ class SandboxPool:
             try:
                 worker = self._idle.get_nowait()
             except queue.Empty:
-                worker = _WorkerHandle(self.level)
+                worker = _WorkerHandle(self.level, self._allow_root)
                 with self._lock:
                     self._workers.add(worker)
                 return worker
@@ -478,17 +484,22 @@ def _unenforced(enforced: tuple[tuple[str, str], ...], required: tuple[str, ...]
     return [name for name in required if table.get(name, "none") in weak]
 
 
-def _fallback_identity() -> tuple[int, int] | None:
+def _root_fallback_allowed(allow: bool) -> bool:
+    return allow or os.environ.get(_isolation.ALLOW_ROOT_FALLBACK, "") in ("1", "true", "yes")
+
+
+def _fallback_identity(allow: bool) -> tuple[int, int] | None:
     """Who a fallback worker runs as: the caller, unless the caller is root (see _isolation)."""
     if os.geteuid() != 0:
         return None
-    if os.environ.get(_isolation.ALLOW_ROOT_FALLBACK, "") not in ("1", "true", "yes"):
+    if not _root_fallback_allowed(allow):
         raise IsolationUnavailable(
             "the rlimits fallback has no filesystem or network isolation, and this process runs "
             "as root: refusing to run candidate code that way. Install bubblewrap (Debian/"
             "Ubuntu: apt-get install bubblewrap) for strict isolation, or set "
-            f"{_isolation.ALLOW_ROOT_FALLBACK}=1 to accept the fallback (candidates then run as "
-            f"uid {_isolation.SANDBOX_UID} where it can run this interpreter, else as root)")
+            f"{_isolation.ALLOW_ROOT_FALLBACK}=1 (or pass SandboxPool(allow_root_fallback=True)) "
+            f"to accept the fallback (candidates then run as uid {_isolation.SANDBOX_UID} where "
+            "that uid can run this interpreter, else as root)")
     return _isolation.fallback_uid()
 
 

@@ -199,7 +199,8 @@ def _close(*fds: int) -> None:
 
 JOB_FD = 4  # G's end of its job pipe, until the job has been read
 OOM_FD = 5  # G's /proc/self/oom_score_adj, until the job starts
-READY = b"+ready\n"  # G's first bytes: it is locked down and no longer dumpable
+NODUMP = b"+nodump\n"  # G's first bytes: its id maps are written and it is no longer dumpable
+READY = b"+ready\n"  # G's next bytes: it is locked down
 STARTED = b"+started\n"  # G's first bytes on the result channel, written before any candidate code
 FINISHED = b"+finished\n"  # G's last bytes when run_job returned (only used to skip a wait)
 
@@ -228,7 +229,7 @@ def _become_candidate(channel: dict[str, int], namespaces: bool) -> None:
         if namespaces:
             _libc.drop_capabilities()
         _libc.prctl(PR_SET_NO_NEW_PRIVS, 1)
-        _write_all(RESULT_FD, READY)  # locked down (and not dumpable): see Worker._confirm
+        _write_all(RESULT_FD, READY)  # locked down: see Worker.run
         os.environ.clear()
         _warm_up()
         payload = _read_to_end(JOB_FD)  # blocks here until a job is sent (or the worker goes)
@@ -291,7 +292,8 @@ def _enter_namespaces(uid: int, gid: int) -> None:
     A non-dumpable process's ``/proc/self`` files belong to root, so unless the host user is
     root the maps can only be written while dumpable. During that moment another run's
     candidate (same uid) could open this process's memory; the worker therefore never lets a
-    candidate run while a prepared process has not yet reported READY (``Worker._confirm``).
+    candidate run while a prepared process has not yet reported NODUMP, written as soon as the
+    moment is over (``Worker._confirm_all``).
     """
     global _oom_fd
     try:
@@ -330,8 +332,8 @@ def _make_hermetic(disk: int) -> None:
     ``/dev/shm``. These mounts exist only in the run's mount namespace, and the IPC namespace
     (SysV shared memory, semaphores, message queues; POSIX message queues) is the run's own:
     all of it is torn down by the kernel when the run's last process is gone, so nothing a
-    run writes can outlive it or be found by a later run. ``/proc`` stays as it is (its
-    writable files are per process) and so do device nodes (``/dev/null`` must stay usable).
+    run writes can outlive it or be found by a later run. ``/proc`` is a fresh one for the
+    run's own pid namespace; device nodes stay writable (``/dev/null`` must stay usable).
     """
     _libc.mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing propagates back to the worker
     with open("/proc/self/mountinfo", "rb") as handle:
@@ -357,6 +359,11 @@ def _make_hermetic(disk: int) -> None:
     os.mkdir(SHM_DIR, 0o1777)
     os.chmod(SHM_DIR, 0o1777)
     _libc.mount(SHM_DIR, "/dev/shm", None, MS_BIND)
+    # A /proc of the run's own pid namespace: the worker, the zygote and the runs prepared
+    # beside this one cannot even be named from inside (so a prepared run's brief dumpable
+    # moment, see _enter_namespaces, is out of reach). Its kernel knobs need capabilities
+    # the run does not have in any namespace that owns them.
+    _libc.mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 
 def _unescape(text: str) -> str:
@@ -380,11 +387,13 @@ _oom_fd: int | None = None  # this run's /proc/self/oom_score_adj, opened in _en
 def _prefer_as_oom_victim() -> None:
     """Make this run (and what it forks) the first process the OOM killer picks, before the
     worker, the zygote or a prepared run (raising it needs no privilege, only the open file)."""
-    if _oom_fd is None:
+    if _oom_fd is not None:
+        with contextlib.suppress(OSError):
+            os.write(OOM_FD, b"1000")
+        _close(OOM_FD)
         return
-    with contextlib.suppress(OSError):
-        os.write(OOM_FD, b"1000")
-    _close(OOM_FD)
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as handle:
+        handle.write("1000")
 
 
 def _read_to_end(fd: int) -> bytes:
@@ -452,10 +461,11 @@ def _zygote(sock: socket.socket, namespaces: bool, hermetic: bool) -> None:
                     _close(job_w, res_r, out_r, err_r)
                     if namespaces:
                         _enter_namespaces(uid, gid)
-                        if hermetic:
-                            _make_hermetic(max(1, pid) * 1024)
                     else:
                         os.setsid()
+                    _write_all(res_w, NODUMP)
+                    if namespaces and hermetic:
+                        _make_hermetic(max(1, pid) * 1024)
                 except BaseException:
                     os._exit(71)
                 _become_candidate({"job": job_r, "res": res_w, "out": out_w, "err": err_w},
@@ -497,7 +507,8 @@ class _Prepared:
     def __init__(self, pid: int, fds: list[int]) -> None:
         self.pid = pid
         self.job_w, self.res_r, self.out_r, self.err_r = fds
-        self.confirmed = False
+        self.confirmed = False  # NODUMP read: it can no longer be read through /proc
+        self.ready = False  # READY read: locked down and waiting for its job
 
     def close(self) -> None:
         _close(self.job_w, self.res_r, self.out_r, self.err_r)
@@ -565,16 +576,17 @@ class Worker:
         self.disk_kib = kib
 
     def _confirm_all(self) -> None:
-        """Wait until every prepared run is locked down; drop any that failed to get there.
+        """Wait until no prepared run is dumpable any more; drop any that failed to get there.
 
         Called before a candidate may run: no candidate ever coexists with a prepared process
-        that is still dumpable (see ``_enter_namespaces``).
+        that is still dumpable (see ``_enter_namespaces``). Only that moment is waited for; the
+        rest of a run's set-up (mounts, lockdown, warm-up) goes on alongside.
         """
         self._collect_forks()
         for run in list(self.ready):
             if run.confirmed:
                 continue
-            if _read_exact(run.res_r, len(READY)) == READY:
+            if _read_exact(run.res_r, len(NODUMP)) == NODUMP:
                 run.confirmed = True
             else:
                 self.ready.remove(run)
@@ -598,7 +610,9 @@ class Worker:
             if not self.ready:
                 self._collect_forks()
             run = self.ready.popleft()
-            if run.confirmed or _read_exact(run.res_r, len(READY)) == READY:
+            if not run.confirmed:
+                run.confirmed = _read_exact(run.res_r, len(NODUMP)) == NODUMP
+            if run.confirmed and _read_exact(run.res_r, len(READY)) == READY:
                 break
             _kill(run.pid)  # it never got locked down: drop it
             run.close()
@@ -636,9 +650,7 @@ class Worker:
             self.zygote.sendall(_COMMAND.pack(b"D", self.unreaped.pop()))
         if not self.hermetic:
             self.clean = _cleanup.remove_contents(self.workroot) and self.clean
-        self.prepare()
-        if self.confirm_early:
-            self._confirm_all()
+        self.prepare()  # confirmed when the next job comes (run), by when they are long done
 
     def health(self) -> dict[str, Any]:
         """The idle report the parent reads before it hands this worker another job."""
@@ -858,7 +870,9 @@ def main(argv: list[str]) -> None:
         _zygote(theirs, namespaces, bool(config.get("hermetic")))
     theirs.close()
     worker = Worker(config, ours, zygote_pid)
-    worker.confirm_early = needs_dumpable
+    # Hermetic runs each see only their own /proc, so no candidate can reach a prepared run
+    # during its dumpable moment: nothing to wait for.
+    worker.confirm_early = needs_dumpable and not worker.hermetic
     if not config.get("namespaces") or namespaces:
         worker.prepare()
     write_message(reply, {"ready": True, "namespaces": namespaces, "pid": os.getpid(),
