@@ -51,7 +51,7 @@ class Limits:
     open_files: int | None = 256
     max_output: int = 64 * 1024  # bytes of stdout and of stderr kept in the RunResult
     max_result_bytes: int = 16 * 1024**2  # bytes read from the result channel
-    memory: int | None = 2 * 1024**3
+    memory: int | None = 1024**3
     disk: int = 256 * 1024**2
     require: tuple[str, ...] = ()
 
