@@ -500,6 +500,37 @@ def test_gigabytes_written_anywhere_are_capped_by_the_runs_tmpfs(pool: SandboxPo
     assert_honest_scores(pool)
 
 
+CPU_BURNERS = """
+import os, time
+def probe():
+    start = time.monotonic()
+    kids = []
+    for _ in range(8):
+        pid = os.fork()
+        if pid == 0:
+            end = time.monotonic() + 1.0
+            while time.monotonic() < end:
+                pass
+            os._exit(0)
+        kids.append(pid)
+    for pid in kids:
+        os.waitpid(pid, 0)
+    wall = time.monotonic() - start
+    cpu = os.times().children_user + os.times().children_system
+    return f'{cpu:.3f} {wall:.3f}'
+"""
+
+
+def test_the_cpu_time_of_all_the_runs_processes_is_bounded_by_its_wall_time(pool: SandboxPool) -> None:
+    """Eight processes spinning for a second use at most CPU_SHARE CPUs between them."""
+    if "cpu" not in _cgroup.available()[0]:
+        pytest.skip("this machine offers no writable cpu cgroup")
+    cpu, wall = map(float, probe(pool, CPU_BURNERS, timeout=4.0).strip("'").split())
+    print(f"[cpu] 8 spinning processes: {cpu:.2f} CPU-s in {wall:.2f} s wall "
+          f"(cap {_cgroup.CPU_SHARE} CPUs, {os.cpu_count()} cores)")
+    assert cpu <= _cgroup.CPU_SHARE * wall * 1.15 + 0.1
+
+
 def test_the_sandbox_never_runs_as_host_root(pool: SandboxPool) -> None:
     """Every process of a worker and of a run has an unprivileged host uid, also when we are root."""
     code = (f"import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import time; "
@@ -642,7 +673,8 @@ def test_required_limits_run_where_cgroups_hold_them(pool: SandboxPool) -> None:
         pytest.skip("this machine offers no writable memory and pids cgroups")
     result = run_tests(HONEST, ADD, pool=pool, limits=Limits(require=("processes", "memory")))
     assert result.fraction == 1.0
-    assert result.enforced == {"processes": "cgroup+rlimit", "memory": "cgroup", "cpu": "per-process",
+    assert result.enforced == {"processes": "cgroup+rlimit", "memory": "cgroup",
+                               "cpu": "cgroup" if "cpu" in layout else "per-process",
                                "wall": "worker", "disk": "tmpfs"}
 
 

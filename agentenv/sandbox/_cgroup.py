@@ -1,15 +1,16 @@
 """One cgroup per sandbox worker: process and memory limits that hold for a run as a whole.
 
 A worker runs one candidate at a time, so a cgroup around the worker bounds that run: every
-process and thread it starts (``pids``) and all the memory its processes and its tmpfs files
-use together (``memory``), whatever uid they run as. The limits are the run's own plus a fixed
+process and thread it starts (``pids``), all the memory its processes and its tmpfs files
+use together (``memory``), whatever uid they run as, and the CPU all of them may burn at once
+(``cpu``: :data:`CPU_SHARE` CPUs, so a run's total CPU time is bounded by its wall time). The limits are the run's own plus a fixed
 allowance for the worker's resident processes (bubblewrap, the fork server, its zygote, the
 runs prepared ahead); the candidate makes itself the preferred OOM victim, so going over the
 memory limit kills the run and never the worker.
 
 Both hierarchies are supported: cgroup v2 when this process's cgroup delegates the
-controllers (``cgroup.subtree_control``), else the v1 ``pids`` and ``memory`` hierarchies when
-they are mounted and writable. Where neither is possible :func:`create` returns None and the
+controllers (``cgroup.subtree_control``), else the v1 ``pids``, ``memory`` and ``cpu``
+hierarchies when they are mounted and writable. Where neither is possible :func:`create` returns None and the
 rlimits (per process, per run's user namespace) are what is left; ``RunResult.limits_enforced``
 says which held. Trusted side only.
 """
@@ -28,6 +29,8 @@ __all__ = ["MEMORY_ALLOWANCE", "PIDS_ALLOWANCE", "WorkerCgroup", "available", "c
 
 MEMORY_ALLOWANCE = 192 * 1024**2  # the worker's own processes and page tables, and the kernel's
 PIDS_ALLOWANCE = 16  # bubblewrap (2), fork server, zygote, prepared runs, a judge, slack
+CPU_SHARE = 1.5  # CPUs a worker may use at once: a run's CPU time is at most this times its wall time
+_CONTROLLERS = ("memory", "pids", "cpu")
 _ROOT = "/sys/fs/cgroup"
 _counter = itertools.count()
 _lock = threading.Lock()
@@ -169,21 +172,38 @@ def _discover() -> tuple[dict[str, str], int, str]:
                 delegated = set(handle.read().split())
         except OSError:
             continue
-        wanted = {"memory", "pids"} & delegated
+        wanted = set(_CONTROLLERS) & delegated
         if wanted and _probe(base):
             return {name: base for name in wanted}, 2, ""
     layout: dict[str, str] = {}
     for point, fstype, options in mounts:
         if fstype != "cgroup":
             continue
-        for name in ("memory", "pids"):
+        for name in _CONTROLLERS:
             if name in options and name in own and name not in layout:
                 base = os.path.join(point, own[name].lstrip("/"))
                 if _probe(base):
                     layout[name] = base
     if layout:
         return layout, 1, ""
-    return {}, 0, "no writable cgroup (v2 delegation, or v1 memory/pids) was found"
+    return {}, 0, "no writable cgroup (v2 delegation, or v1 memory/pids/cpu) was found"
+
+
+def _remove_stale(layout: dict[str, str]) -> None:
+    """Remove empty cgroups a killed process of ours left behind (its pid is in the name)."""
+    for parent in set(layout.values()):
+        try:
+            names = os.listdir(parent)
+        except OSError:
+            continue
+        for name in names:
+            parts = name.split("-")
+            if len(parts) != 3 or parts[0] != "agentenv" or not parts[1].isdigit():
+                continue
+            if int(parts[1]) == os.getpid() or os.path.exists(f"/proc/{parts[1]}"):
+                continue
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.join(parent, name))  # fails (and stays) while anything is inside
 
 
 def available() -> tuple[dict[str, str], str]:
@@ -195,6 +215,7 @@ def available() -> tuple[dict[str, str], str]:
                 _layout, _version, _layout_reason = {}, 0, "disabled by AGENTENV_SANDBOX_CGROUPS=0"
             else:
                 _layout, _version, _layout_reason = _discover()
+                _remove_stale(_layout)
         return dict(_layout), _layout_reason
 
 
@@ -220,4 +241,18 @@ def create() -> WorkerCgroup | None:
         # Keep the kernel's OOM killer on (so the run dies, not the allocation loop forever).
         _write(dirs["memory"], "memory.oom_control", "0", quiet=True)
         _write(dirs["memory"], "memory.swappiness", "0", quiet=True)
+    if "cpu" in dirs:
+        period = 100_000
+        quota = str(int(CPU_SHARE * period))
+        try:
+            if version == 1:
+                _write(dirs["cpu"], "cpu.cfs_period_us", str(period))
+                _write(dirs["cpu"], "cpu.cfs_quota_us", quota)
+            else:
+                _write(dirs["cpu"], "cpu.max", f"{quota} {period}")
+        except OSError:
+            if version == 1:
+                with contextlib.suppress(OSError):
+                    os.rmdir(dirs["cpu"])
+            del dirs["cpu"]
     return group

@@ -200,7 +200,8 @@ class _WorkerHandle:
                               *(["rlimit"] if nproc else [])]) or "none"
         memory = "cgroup" if "memory" in controllers else "per-process"
         disk = "tmpfs" if config.get("hermetic") else "per-process"
-        return (("processes", processes), ("memory", memory), ("cpu", "per-process"),
+        cpu = "cgroup" if "cpu" in controllers else "per-process"
+        return (("processes", processes), ("memory", memory), ("cpu", cpu),
                 ("wall", "worker"), ("disk", disk))
 
     def _stderr_tail(self) -> str:

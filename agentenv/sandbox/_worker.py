@@ -9,17 +9,21 @@ only; loaded by path. Two long-lived processes and one per run:
 - the **zygote** ``Z``, forked by ``W`` before any job exists, holds the runner and common
   modules imported and forks every run. It never reads a job or a result, so each run starts
   from the same pristine memory: nothing of an earlier submission can be found in a later one;
-- the **candidate process** ``G``. At the strict level ``Z`` clones it straight into a new
-  user and pid namespace, where it is pid 1: it cannot name, so cannot signal, the worker, the
-  parent or another run, and when it dies the kernel kills everything it left behind. At the
-  rlimits level it is a plain fork in its own session (process group).
+- the **candidate process** ``G``. At the strict level ``Z`` clones it straight into new
+  user, pid, mount and IPC namespaces, where it is pid 1: it cannot name, so cannot signal,
+  the worker, the parent or another run, and when it dies the kernel kills everything it left
+  behind. Its mounts make the run hermetic (:func:`_make_hermetic`): everything read-only but a
+  fresh size-capped tmpfs for ``/tmp`` and ``/dev/shm``, and a ``/proc`` of its own, all torn
+  down with it, like its SysV and POSIX IPC. At the rlimits level it is a plain fork in its own
+  session (process group), and the worker empties the shared work directory after each run.
 
 Runs are prepared *before* their jobs arrive (fork, namespaces, descriptors, capabilities
 dropped, no-new-privs) and wait on their job pipe; a job then only costs entering the work
 dir, taking the environment and rlimits, and :func:`_runner.run_job`. The worker reads the
 three pipes (result channel, stdout, stderr) with caps until they close, ``G`` exits or the
-deadline passes, kills whatever is left, replies, and only then wipes the work area and asks
-for more runs, off the caller's clock.
+deadline passes, kills whatever is left, replies, and only then asks for more runs (and, at the
+rlimits level, wipes the work area), off the caller's clock; then it sends an idle report
+(:meth:`Worker.health`) the parent reads before it hands the worker another job.
 
 ``W``, ``Z`` and ``G`` are non-dumpable, so candidate code (same uid) cannot read another's
 memory, environment or descriptors through ``/proc``.
