@@ -181,16 +181,21 @@ def FOUND():
     attack("memory_scan_for_test_strings", """
 import ctypes, re
 def FOUND():
-    out = []
+    out, by_call = [], {}
     with open('/proc/self/maps') as maps:
         for line in maps:
             lo, hi = (int(x, 16) for x in line.split()[0].split('-'))
             if 'r' not in line.split()[1] or hi - lo > 64 << 20 or '[v' in line:
                 continue
             try:  # /proc/self/mem is root's in a non-dumpable process: read the pages directly
-                out += re.findall(rb'tok-[0-9a-f]{16}', ctypes.string_at(lo, hi - lo))
+                data = ctypes.string_at(lo, hi - lo)
             except (OSError, ValueError, OverflowError):
-                pass
+                continue
+            out += re.findall(rb'tok-[0-9a-f]{16}', data)
+            for m in re.finditer(rb"secret\\((\\d+)\\)[^']{0,40}'(tok-[0-9a-f]{16})'", data):
+                by_call.setdefault(int(m[1]), m[2].decode())
+    if by_call:  # the token next to each call, wherever the check's text sits in memory
+        return [by_call.get(i) for i in range(max(by_call) + 1)]
     return [x.decode() for x in out]
 """ + SEARCH_AND_RETURN, checks=tuple(SECRET_CHECKS)),
     attack("read_test_files_on_disk", """
