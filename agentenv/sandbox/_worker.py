@@ -664,8 +664,9 @@ class Worker:
         if not self.ready and not self.forks_pending:
             problems.append("no run is prepared")
         try:
-            os.kill(self.zygote_pid, 0)
-        except OSError:
+            if os.waitpid(self.zygote_pid, os.WNOHANG)[0]:
+                problems.append("its zygote is gone")
+        except ChildProcessError:
             problems.append("its zygote is gone")
         return {"idle": True, "healthy": not problems, "problems": problems}
 
