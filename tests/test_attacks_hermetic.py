@@ -733,3 +733,29 @@ def test_fallback_candidates_get_an_empty_environment_and_no_root_when_possible(
         assert uid == _isolation.SANDBOX_UID
     elif os.geteuid() != 0:
         assert uid == os.geteuid()
+
+
+def test_paths_only_root_can_reach_are_staged_for_the_unprivileged_sandbox(tmp_path: object) -> None:
+    """As root, every bind source the sandbox uid could not traverse to is re-bound by the
+    launcher; reachable ones are bound as they are; nothing runs bubblewrap as root."""
+    if os.geteuid() != 0:
+        pytest.skip("staging applies to root callers")
+    private = os.path.join(str(tmp_path), "private")
+    os.makedirs(os.path.join(private, "inner"))
+    os.chmod(private, 0o700)
+    assert not _isolation.reachable_by(os.path.join(private, "inner"), _isolation.SANDBOX_UID,
+                                       _isolation.SANDBOX_UID)
+    assert _isolation.reachable_by("/usr/bin", _isolation.SANDBOX_UID, _isolation.SANDBOX_UID)
+    argv = _isolation.strict_command("/usr/bin/bwrap", "{}", [])
+    assert argv[argv.index("--") + 1] == "/usr/bin/bwrap"  # the launcher execs bubblewrap
+    config = ast.literal_eval(argv[argv.index("--") - 1].replace("true", "True").replace(
+        "false", "False"))
+    assert config["uid"] == config["gid"] == _isolation.SANDBOX_UID
+    staged = {stage for _source, stage in config["binds"]}
+    bwrap = argv[argv.index("--") + 1:]
+    sources = [bwrap[i + 1] for i, arg in enumerate(bwrap[:-1]) if arg == "--ro-bind"]
+    for source in sources:  # what bubblewrap (unprivileged) opens: reachable, or staged for it
+        assert source in staged or _isolation.reachable_by(source, _isolation.SANDBOX_UID,
+                                                           _isolation.SANDBOX_UID), source
+    for source, _stage in config["binds"]:
+        assert not _isolation.reachable_by(source, _isolation.SANDBOX_UID, _isolation.SANDBOX_UID)

@@ -127,6 +127,7 @@ class _WorkerHandle:
         self.host_dir: str | None = None
         self.idle_pending = False  # True after a run, until the worker's idle report is read
         self.cgroup = _cgroup.create()
+        self.ooms = 0  # OOM kills seen in the cgroup so far: more after a run means it hit the limit
         procs = self.cgroup.procs_files if self.cgroup is not None else []
         self.host_uid = os.geteuid()
         if level == "strict":
@@ -234,13 +235,11 @@ class _WorkerHandle:
         header = json.dumps({"op": "run", "id": self._next_id, "timeout": timeout,
                              "max_output": limits.max_output, "disk": limits.disk,
                              "max_result": limits.max_result_bytes}).encode("utf-8")
-        ooms = 0
         if self.cgroup is not None:
             try:
                 self.cgroup.set_limits(limits.memory, limits.processes)
             except OSError as exc:
                 raise WorkerDied(f"could not set the worker's cgroup limits ({exc})") from None
-            ooms = self.cgroup.oom_kills()
         payload = json.dumps({**job, "workdir": self.workdir, "env": self.child_env()}).encode("utf-8")
         try:
             self._write(_HEADER.pack(len(header)) + header + _HEADER.pack(len(payload)) + payload)
@@ -253,8 +252,10 @@ class _WorkerHandle:
         if "error" in reply:
             raise WorkerDied(str(reply["error"]))
         died = reply.get("died")
-        if self.cgroup is not None and limits.memory is not None and self.cgroup.oom_kills() > ooms:
-            died = f"killed: the run went over its memory limit ({limits.memory // 1024**2} MiB)"
+        if self.cgroup is not None:
+            ooms, self.ooms = self.ooms, self.cgroup.oom_kills()
+            if self.ooms > ooms and limits.memory is not None:
+                died = f"killed: the run went over its memory limit ({limits.memory // 1024**2} MiB)"
         return RawRun(
             result=_b64(reply.get("result", "")),
             stdout=str(reply.get("stdout", "")), stderr=str(reply.get("stderr", "")),
