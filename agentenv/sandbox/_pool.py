@@ -190,7 +190,9 @@ class _WorkerHandle:
             self.close()
             raise IsolationUnavailable(
                 "bubblewrap runs but a run cannot get mount and IPC namespaces of its own "
-                f"({ready.get('not_hermetic') or 'unknown reason'}); strict isolation needs them")
+                f"({ready.get('not_hermetic') or 'unknown reason'}); strict isolation needs them. "
+                "Where AppArmor restricts unprivileged user namespaces (Ubuntu 23.10+), allow them "
+                "for bwrap (an AppArmor profile, or kernel.apparmor_restrict_unprivileged_userns=0)")
 
     def _enforcement(self, config: dict[str, Any]) -> tuple[tuple[str, str], ...]:
         """What holds each run-wide limit on this worker (see ``RunResult.limits_enforced``)."""
