@@ -299,7 +299,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     strict = SandboxPool(size=2, isolation="strict")
     strict_start = (time.perf_counter() - started) * 1000
-    fallback = SandboxPool(size=2, isolation="rlimits")
+    fallback = SandboxPool(size=2, isolation="rlimits", allow_root_fallback=True)
     for pool in (strict, fallback):  # start both workers of each pool before timing
         with ThreadPoolExecutor(max_workers=2) as executor:
             list(executor.map(lambda _, p=pool: run_tests("x = 1", ["assert x == 1"], pool=p),

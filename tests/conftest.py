@@ -15,6 +15,9 @@ import structlog
 # Tests reach loopback only: tiktoken must not try to download an encoding (agentenv then uses
 # the bundled offline one at once). Tests of the download path clear this for their own process.
 os.environ.setdefault("AGENTENV_OFFLINE", "1")
+# The suite runs as root in CI and exercises the rlimits fallback on purpose; the refusal that
+# applies otherwise is tested on its own (tests/test_attacks_hermetic.py).
+os.environ.setdefault("AGENTENV_SANDBOX_ALLOW_ROOT_FALLBACK", "1")
 
 
 @pytest.fixture(autouse=True)

@@ -180,16 +180,16 @@ def FOUND():
     return out
 """ + SEARCH_AND_RETURN, checks=tuple(SECRET_CHECKS)),
     attack("memory_scan_for_test_strings", """
-import re
+import ctypes, re
 def FOUND():
     out, by_check = [], {}
-    with open('/proc/self/maps') as maps, open('/proc/self/mem', 'rb', 0) as mem:
+    with open('/proc/self/maps') as maps:
         for line in maps:
             lo, hi = (int(x, 16) for x in line.split()[0].split('-'))
-            if 'r' not in line.split()[1] or hi - lo > 64 << 20:
+            if 'r' not in line.split()[1] or hi - lo > 64 << 20 or '[v' in line:
                 continue
-            try:
-                mem.seek(lo); data = mem.read(hi - lo)
+            try:  # /proc/self/mem is root's in a non-dumpable process: read the pages directly
+                data = ctypes.string_at(lo, hi - lo)
             except (OSError, ValueError, OverflowError):
                 continue
             out += re.findall(rb'tok-[0-9a-f]{16}', data)

@@ -246,17 +246,16 @@ def secret(i):
     return found[i] if i < len(found) else None
 """, SECRET_LOOP + SECRET_FAST),
     case("memory_scan_for_loop_expectations_then_answer_trusted_checks_by_lookup", r"""
-import re
+import ctypes, re
 def secret(i):
     found = []
-    with open('/proc/self/maps') as maps, open('/proc/self/mem', 'rb', 0) as mem:
+    with open('/proc/self/maps') as maps:
         for line in maps:
             lo, hi = (int(x, 16) for x in line.split()[0].split('-'))
-            if 'r' not in line.split()[1] or hi - lo > 64 << 20:
+            if 'r' not in line.split()[1] or hi - lo > 64 << 20 or '[v' in line:
                 continue
-            try:
-                mem.seek(lo)
-                found += re.findall(rb'tok-[0-9a-f]{16}', mem.read(hi - lo))
+            try:  # /proc/self/mem is root's in a non-dumpable process: read the pages directly
+                found += re.findall(rb'tok-[0-9a-f]{16}', ctypes.string_at(lo, hi - lo))
             except (OSError, ValueError, OverflowError):
                 pass
     found = sorted({x.decode() for x in found})

@@ -9,6 +9,7 @@ result (:mod:`agentenv.sandbox._redact`). Whatever the candidate does ends up in
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import math
 import secrets
@@ -103,7 +104,7 @@ def run_tests(
         capped=limits.max_result_bytes if len(raw.result) >= limits.max_result_bytes else None,
         judge_frames=parse_frames(raw.judge_result, judge_nonce), judge_died=raw.judge_died,
     )
-    return redact_result(result)
+    return dataclasses.replace(redact_result(result), limits_enforced=raw.limits)
 
 
 async def arun_tests(

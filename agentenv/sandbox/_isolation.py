@@ -1,16 +1,21 @@
 """Isolation levels and how a fork-server worker is launched at each.
 
 - ``"strict"``: the worker runs under bubblewrap with new user, pid, net, ipc and uts
-  namespaces (and cgroup when possible), an unprivileged uid (65534), read-only system paths
-  holding only what Python needs (``/usr``, the ``/lib*`` links, ``ld.so.cache``, the
-  interpreter's own prefix), a private size-capped tmpfs as its only writable place, no view
-  of the host's home, the project or ``/tmp``, ``--die-with-parent``, ``--new-session`` and an
-  empty environment. Each run is then cloned into a user + pid namespace of its own inside it
-  (see ``_worker``), with rlimits, no capabilities and no-new-privs.
+  namespaces (and cgroup when possible), uid 65534, read-only system paths holding only what
+  Python needs (``/usr``, the ``/lib*`` links, ``ld.so.cache``, the interpreter's own prefix),
+  no view of the host's home, the project or ``/tmp``, ``--die-with-parent``,
+  ``--new-session`` and an empty environment. Each run is then cloned into user, pid, mount and
+  IPC namespaces of its own inside it (see ``_worker``): everything read-only but a fresh
+  size-capped tmpfs for ``/tmp`` and ``/dev/shm``, with rlimits, no capabilities and
+  no-new-privs. The host uid behind the sandbox is never 0: when the caller is root, the
+  worker is started through ``_launch`` as host uid :data:`SANDBOX_UID`, so the kernel applies
+  ``RLIMIT_NPROC`` (it never does to uid 0) and the sandbox owns nothing on the host.
 - ``"rlimits"``: the fallback where bubblewrap is missing or refused (macOS, locked-down
   containers): a plain worker process whose forked runs get rlimits (no process-count limit,
   which the kernel counts per user across the machine), their own session (process group)
-  and a scrubbed environment. There is no filesystem or network isolation at this level.
+  and an empty environment. There is no filesystem or network isolation at this level, so as
+  root it refuses to start unless the caller opts in (:data:`ALLOW_ROOT_FALLBACK`), and then
+  runs the worker as :data:`SANDBOX_UID` wherever that uid can run the interpreter.
 
 The candidate's interpreter is started with ``-I -S``: standard library only, no
 site-packages, no user site, no ``PYTHON*`` variables.
@@ -18,6 +23,7 @@ site-packages, no user site, no ``PYTHON*`` variables.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -26,20 +32,29 @@ import threading
 from pathlib import Path
 
 __all__ = [
+    "ALLOW_ROOT_FALLBACK",
     "ISOLATION_LEVELS",
     "SANDBOX_FILES",
+    "SANDBOX_UID",
     "bwrap_command",
     "bwrap_path",
+    "fallback_uid",
+    "launch_command",
+    "plain_command",
     "python_executable",
+    "reachable_by",
+    "strict_command",
 ]
 
 ISOLATION_LEVELS = ("rlimits", "strict")  # weakest first
 SANDBOX_DIR = Path(__file__).resolve().parent
-SANDBOX_FILES = ("_worker.py", "_runner.py", "_wire.py", "_judge.py", "_rpc.py")
+SANDBOX_FILES = ("_worker.py", "_runner.py", "_wire.py", "_judge.py", "_rpc.py", "_cleanup.py")
 INSIDE_DIR = "/opt/agentenv"
 INSIDE_WORKROOT = "/tmp"
-SANDBOX_UID = 65534
-TMPFS_BYTES = 512 * 1024**2
+SANDBOX_UID = 65534  # inside the sandbox, and the host uid behind it when the caller is root
+TMPFS_BYTES = 64 * 1024**2  # the worker's own /tmp; every run gets a fresh tmpfs of its own
+STAGE_DIR = "/tmp"  # where _launch re-binds host paths (in its private mount namespace only)
+ALLOW_ROOT_FALLBACK = "AGENTENV_SANDBOX_ALLOW_ROOT_FALLBACK"  # =1: rlimits level as root
 
 _lock = threading.Lock()
 _bwrap_size: dict[str, bool] = {}
@@ -96,8 +111,13 @@ def _python_mounts(python: str) -> list[str]:
     return args
 
 
-def bwrap_command(bwrap: str, config_json: str) -> list[str]:
-    """The full command that starts one strict fork-server worker."""
+def bwrap_command(bwrap: str, config_json: str,
+                  staged: dict[str, str] | None = None) -> list[str]:
+    """The full command that starts one strict fork-server worker.
+
+    ``staged`` maps host paths to where :mod:`_launch` has re-bound them (see
+    :func:`strict_command`); every bind source is looked up there first.
+    """
     python = python_executable()
     args = [
         bwrap,
@@ -122,9 +142,81 @@ def bwrap_command(bwrap: str, config_json: str) -> list[str]:
         args += ["--ro-bind", str(SANDBOX_DIR / name), f"{INSIDE_DIR}/{name}"]
     args += ["--chdir", INSIDE_WORKROOT, "--",
              python, "-I", "-S", "-B", f"{INSIDE_DIR}/_worker.py", config_json]
+    if staged:
+        args = [staged.get(arg, arg) if args[i - 1] == "--ro-bind" else arg
+                for i, arg in enumerate(args)]
     return args
+
+
+def strict_command(bwrap: str, config_json: str, cgroup_procs: list[str]) -> list[str]:
+    """How to start a strict worker from this process: bubblewrap, or ``_launch`` then bubblewrap.
+
+    The launcher is needed when the caller is root (to leave uid 0, see the module docstring)
+    or when the worker must join cgroups before bubblewrap forks. Host paths bubblewrap binds
+    that the sandbox uid could not reach (an interpreter under ``/root``) are staged by the
+    launcher, as root, in a mount namespace of its own.
+    """
+    root = os.geteuid() == 0
+    if not root and not cgroup_procs:
+        return bwrap_command(bwrap, config_json)
+    staged: dict[str, str] = {}
+    binds: list[list[str]] = []
+    if root:
+        plain = bwrap_command(bwrap, config_json)
+        sources = [plain[i + 1] for i, arg in enumerate(plain[:-2]) if arg == "--ro-bind"]
+        for source in sources:
+            if source not in staged and not reachable_by(source, SANDBOX_UID, SANDBOX_UID):
+                staged[source] = f"{STAGE_DIR}/.agentenv-stage/{len(binds)}"
+                binds.append([source, staged[source]])
+    config = {"cgroups": cgroup_procs, "binds": binds,
+              "uid": SANDBOX_UID if root else os.getuid(),
+              "gid": SANDBOX_UID if root else os.getgid()}
+    return launch_command(config) + bwrap_command(bwrap, config_json, staged)
+
+
+def launch_command(config: dict[str, object]) -> list[str]:
+    """The ``_launch`` prefix (join cgroups, stage binds, switch uid) for a worker command."""
+    return [python_executable(), "-I", "-S", "-B", str(SANDBOX_DIR / "_launch.py"),
+            json.dumps({"stage": STAGE_DIR, **config}), "--"]
+
+
+def reachable_by(path: str, uid: int, gid: int) -> bool:
+    """Could ``uid``/``gid`` (no supplementary groups) read ``path`` and every directory above it?"""
+    try:
+        current = os.path.abspath(path)
+        parts = [current]
+        while current != "/":
+            current = os.path.dirname(current)
+            parts.append(current)
+        for index, part in enumerate(parts):
+            info = os.stat(part)
+            need_dir = 0o1 if index else (0o5 if os.path.isdir(part) else 0o4)
+            if info.st_uid == uid:
+                bits = (info.st_mode >> 6) & 0o7
+            elif info.st_gid == gid:
+                bits = (info.st_mode >> 3) & 0o7
+            else:
+                bits = info.st_mode & 0o7
+            if bits & need_dir != need_dir:
+                return False
+    except OSError:
+        return False
+    return True
 
 
 def plain_command(config_json: str) -> list[str]:
     """The command that starts one rlimits-level (fallback) worker."""
     return [python_executable(), "-I", "-S", "-B", str(SANDBOX_DIR / "_worker.py"), config_json]
+
+
+def fallback_uid() -> tuple[int, int] | None:
+    """The uid/gid a root caller's fallback worker runs as, or None where it cannot drop to one.
+
+    It can when :data:`SANDBOX_UID` can reach the interpreter and the sandbox files; under
+    ``/root`` (a pyenv, a venv in root's home) it cannot, and the fallback then runs as root.
+    """
+    paths = [python_executable(), *(str(SANDBOX_DIR / name) for name in SANDBOX_FILES),
+             os.path.realpath(sys.base_prefix)]
+    if all(reachable_by(path, SANDBOX_UID, SANDBOX_UID) for path in paths):
+        return SANDBOX_UID, SANDBOX_UID
+    return None

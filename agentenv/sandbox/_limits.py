@@ -1,8 +1,9 @@
 """Resource limits and the scrubbed environment every sandboxed process gets.
 
 ``Limits`` is the value the caller tunes (address space, CPU seconds, processes, file size, open
-files, output caps); :func:`scrubbed_env` builds the child's environment from a short allowlist
-minus anything whose name looks like a secret.
+files, memory and disk of the whole run, output caps) and which of them must be enforced for
+the run as a whole (``require``); :func:`scrubbed_env` builds an environment from a short
+allowlist minus anything whose name looks like a secret.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["DEFAULT_LIMITS", "SECRET_NAME", "Limits", "scrubbed_env"]
+__all__ = ["DEFAULT_LIMITS", "ENFORCEABLE", "SECRET_NAME", "Limits", "scrubbed_env"]
+
+# What RunResult.limits_enforced reports on, and what Limits.require may name.
+ENFORCEABLE = ("processes", "memory", "cpu", "wall", "disk")
 
 # Variable names that carry credentials: *KEY*, *TOKEN*, *SECRET*, *PASSWORD*, *CREDENTIAL*, ...
 SECRET_NAME = re.compile(
@@ -32,6 +36,12 @@ class Limits:
 
     ``cpu_seconds`` defaults to the run's timeout rounded up plus one second (the wall clock
     normally fires first; the CPU limit catches a process that escaped it).
+    ``address_space``, ``cpu_seconds``, ``file_size`` and ``open_files`` hold per process;
+    ``processes`` (processes and threads), ``memory`` (resident memory of all the run's
+    processes plus its files in ``/tmp`` and ``/dev/shm``) and ``disk`` (the run's tmpfs) hold
+    for the run as a whole where the machine allows it (cgroups, per-run namespaces).
+    ``require`` names limits from :data:`ENFORCEABLE` that must hold for the whole run: a run
+    that cannot guarantee one raises ``IsolationUnavailable`` instead of running with less.
     """
 
     address_space: int | None = 2 * 1024**3
@@ -41,6 +51,16 @@ class Limits:
     open_files: int | None = 256
     max_output: int = 64 * 1024  # bytes of stdout and of stderr kept in the RunResult
     max_result_bytes: int = 16 * 1024**2  # bytes read from the result channel
+    memory: int | None = 1024**3
+    disk: int = 256 * 1024**2
+    require: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        unknown = [name for name in self.require if name not in ENFORCEABLE]
+        if unknown:
+            raise ValueError(f"Limits.require names unknown limits {unknown}; choose from {ENFORCEABLE}")
+        if self.disk < 1024**2:
+            raise ValueError(f"Limits.disk must be at least 1 MiB, got {self.disk}")
 
     def for_child(self, timeout: float, *, nproc: bool) -> dict[str, Any]:
         """The ``limits`` entry of a job (what the child applies before running anything)."""

@@ -6,6 +6,12 @@ back, so threads and asyncio callers (through a thread) share it safely. A worke
 replaced; a run whose worker died mid-flight is retried once on a fresh worker and then raises
 ``SandboxError``: an infrastructure fault is never silently scored 0.
 
+Before a worker is handed out again it must have reported itself healthy after its last run
+(its idle report: work area clean, runs prepared, zygote alive); one that does not, or does not
+answer in time, is replaced first, so whatever a candidate did, the next submission gets a
+fresh-equivalent worker. Each strict worker lives in a cgroup of its own (:mod:`._cgroup`)
+sized to the run it is about to do.
+
 Workers are started from one long-lived thread, because bubblewrap's ``--die-with-parent``
 (``PR_SET_PDEATHSIG``) fires when the *thread* that forked it exits. ``close()`` is idempotent
 and also runs at interpreter exit; if the interpreter is killed outright, the kernel kills the
@@ -21,8 +27,6 @@ import json
 import os
 import queue
 import select
-import shutil
-import stat
 import struct
 import subprocess
 import tempfile
@@ -36,7 +40,8 @@ from typing import Any, Protocol
 
 from agentenv.errors import ConfigError, IsolationUnavailable, SandboxError
 from agentenv.log import get_logger
-from agentenv.sandbox import _isolation
+from agentenv.sandbox import _cgroup, _isolation
+from agentenv.sandbox._cleanup import remove_tree
 from agentenv.sandbox._limits import Limits, scrubbed_env
 
 __all__ = ["PREPARED_RUNS", "Pool", "RawRun", "SandboxPool", "WorkerDied", "default_pool",
@@ -47,6 +52,7 @@ log = get_logger(__name__)
 STARTUP_TIMEOUT = 30.0  # seconds for a worker to come up (bwrap + imports on a loaded box)
 PREPARED_RUNS = 2  # runs each worker keeps forked and isolated ahead of their jobs
 BACKSTOP = 5.0  # seconds past a run's timeout before the worker itself is presumed wedged
+IDLE_TIMEOUT = 10.0  # seconds a worker may take between runs (reaping, wiping) before it is replaced
 _HEADER = struct.Struct(">I")
 
 
@@ -63,6 +69,7 @@ class RawRun:
     isolation: str
     judge_result: bytes = b""  # the judge process's result channel, for runs that had one
     judge_died: str | None = None
+    limits: tuple[tuple[str, str], ...] = ()  # what enforced each run-wide limit (RunResult.limits_enforced)
 
 
 class Pool(Protocol):
@@ -133,27 +140,41 @@ def _get_spawner() -> _Spawner:
 class _WorkerHandle:
     """The parent's end of one worker process."""
 
-    def __init__(self, level: str) -> None:
+    def __init__(self, level: str, allow_root_fallback: bool = False) -> None:
         self.level = level
         self._next_id = 0
         self.host_dir: str | None = None
+        self.idle_pending = False  # True after a run, until the worker's idle report is read
+        self.cgroup = _cgroup.create()
+        self.ooms = 0  # OOM kills seen in the cgroup so far: more after a run means it hit the limit
+        procs = self.cgroup.procs_files if self.cgroup is not None else []
+        self.host_uid = os.geteuid()
         if level == "strict":
             bwrap = _isolation.bwrap_path()
             if bwrap is None:
                 raise IsolationUnavailable("bubblewrap (bwrap) is not installed")
-            config = {"namespaces": True, "prepared": PREPARED_RUNS,
-                      "workroot": _isolation.INSIDE_WORKROOT,
-                      "wipe": ["/dev/shm"]}
-            argv = _isolation.bwrap_command(bwrap, json.dumps(config))
+            config = {"namespaces": True, "hermetic": True, "prepared": PREPARED_RUNS,
+                      "workroot": _isolation.INSIDE_WORKROOT, "disk": Limits().disk}
+            argv = _isolation.strict_command(bwrap, json.dumps(config), procs)
+            if self.host_uid == 0:
+                self.host_uid = _isolation.SANDBOX_UID
             env: dict[str, str] = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
             cwd = "/"
         else:
+            drop = _fallback_identity(allow_root_fallback)
             self.host_dir = tempfile.mkdtemp(prefix="agentenv-sandbox-")
             config = {"namespaces": False, "prepared": PREPARED_RUNS, "workroot": self.host_dir,
                       "parent_pid": os.getpid()}
             argv = _isolation.plain_command(json.dumps(config))
+            if drop is not None or procs:
+                uid, gid = drop if drop is not None else (os.getuid(), os.getgid())
+                os.chown(self.host_dir, uid, gid)
+                self.host_uid = uid
+                argv = _isolation.launch_command({"cgroups": procs, "binds": [], "uid": uid,
+                                                  "gid": gid}) + argv
             env = scrubbed_env(self.host_dir)
             cwd = self.host_dir
+        self.limits = self._enforcement(config)
 
         # The worker's own stderr (bubblewrap's complaints, a crash) goes to an unlinked file
         # that startup errors quote; candidate output never goes there.
@@ -184,6 +205,26 @@ class _WorkerHandle:
             raise IsolationUnavailable(
                 "bubblewrap runs but nested user/pid namespaces are refused inside it "
                 "(check kernel.unprivileged_userns_clone / user.max_user_namespaces)")
+        if level == "strict" and not ready.get("hermetic"):
+            self.close()
+            raise IsolationUnavailable(
+                "bubblewrap runs but a run cannot get mount and IPC namespaces of its own "
+                f"({ready.get('not_hermetic') or 'unknown reason'}); strict isolation needs them. "
+                "Where AppArmor restricts unprivileged user namespaces (Ubuntu 23.10+), allow them "
+                "for bwrap (an AppArmor profile, or kernel.apparmor_restrict_unprivileged_userns=0)")
+
+    def _enforcement(self, config: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+        """What holds each run-wide limit on this worker (see ``RunResult.limits_enforced``)."""
+        controllers = self.cgroup.controllers if self.cgroup is not None else ()
+        # RLIMIT_NPROC binds a run only in a user namespace of its own and never for host root.
+        nproc = bool(config.get("namespaces")) and self.host_uid != 0
+        processes = "+".join([*(["cgroup"] if "pids" in controllers else []),
+                              *(["rlimit"] if nproc else [])]) or "none"
+        memory = "cgroup" if "memory" in controllers else "per-process"
+        disk = "tmpfs" if config.get("hermetic") else "per-process"
+        cpu = "cgroup" if "cpu" in controllers else "per-process"
+        return (("processes", processes), ("memory", memory), ("cpu", cpu),
+                ("wall", "worker"), ("disk", disk))
 
     def _stderr_tail(self) -> str:
         try:
@@ -200,10 +241,10 @@ class _WorkerHandle:
         return os.path.join(root, "run")
 
     def child_env(self) -> dict[str, str]:
-        """The candidate's environment: empty when strict, scrubbed from ours in the fallback."""
+        """The candidate's environment: empty, but for HOME and TMPDIR in the fallback's work dir."""
         if self.host_dir is None:
             return {}
-        return scrubbed_env(self.workdir)
+        return {"HOME": self.workdir, "TMPDIR": self.workdir}
 
     @property
     def alive(self) -> bool:
@@ -219,7 +260,13 @@ class _WorkerHandle:
         self._next_id += 1
         header = json.dumps({"op": "run", "id": self._next_id, "timeout": timeout,
                              "max_output": limits.max_output, "judge": judge is not None,
+                             "disk": limits.disk,
                              "max_result": limits.max_result_bytes}).encode("utf-8")
+        if self.cgroup is not None:
+            try:
+                self.cgroup.set_limits(limits.memory, limits.processes)
+            except OSError as exc:
+                raise WorkerDied(f"could not set the worker's cgroup limits ({exc})") from None
         payload = json.dumps({**job, "workdir": self.workdir, "env": self.child_env()}).encode("utf-8")
         message = _HEADER.pack(len(header)) + header + _HEADER.pack(len(payload)) + payload
         if judge is not None:
@@ -232,15 +279,39 @@ class _WorkerHandle:
         reply = self._read(time.monotonic() + timeout + BACKSTOP)
         if reply.get("id") != self._next_id:
             raise WorkerDied("the worker answered out of turn")
+        self.idle_pending = True
         if "error" in reply:
             raise WorkerDied(str(reply["error"]))
+        died = reply.get("died")
+        if self.cgroup is not None:
+            ooms, self.ooms = self.ooms, self.cgroup.oom_kills()
+            if self.ooms > ooms and limits.memory is not None:
+                died = f"killed: the run went over its memory limit ({limits.memory // 1024**2} MiB)"
         return RawRun(
             result=_b64(reply.get("result", "")),
             stdout=str(reply.get("stdout", "")), stderr=str(reply.get("stderr", "")),
             timed_out=bool(reply.get("timed_out")), seconds=float(reply.get("seconds", 0.0)),
-            died=reply.get("died"), isolation=self.level,
+            died=died, isolation=self.level, limits=self.limits,
             judge_result=_b64(reply.get("judge_result", "")), judge_died=reply.get("judge_died"),
         )
+
+    def healthy(self) -> bool:
+        """Read the idle report the worker sends after each run: may it take another job?"""
+        if not self.alive:
+            return False
+        if not self.idle_pending:
+            return True
+        try:
+            report = self._read(time.monotonic() + IDLE_TIMEOUT)
+        except WorkerDied as exc:
+            log.warning("sandbox_worker_unhealthy", level=self.level, reason=str(exc))
+            return False
+        self.idle_pending = False
+        if report.get("idle") is not True or report.get("healthy") is not True:
+            log.warning("sandbox_worker_unhealthy", level=self.level,
+                        reason="; ".join(map(str, report.get("problems", ()))) or repr(report))
+            return False
+        return True
 
     def _write(self, data: bytes) -> None:
         view = memoryview(data)
@@ -300,6 +371,8 @@ class _WorkerHandle:
                     pass
             if self.host_dir is not None:
                 remove_tree(self.host_dir)
+            if self.cgroup is not None:
+                self.cgroup.remove()
             with contextlib.suppress(OSError):
                 self._errors.close()
 
@@ -309,10 +382,13 @@ class SandboxPool:
 
     ``isolation=None`` picks the best level available (strict when bubblewrap works, else the
     rlimits fallback with a one-time warning); ``"strict"`` requires it and raises
-    ``IsolationUnavailable`` otherwise; ``"rlimits"`` forces the fallback.
+    ``IsolationUnavailable`` otherwise; ``"rlimits"`` forces the fallback. As root the fallback
+    refuses (``IsolationUnavailable``) unless ``allow_root_fallback=True`` or
+    ``AGENTENV_SANDBOX_ALLOW_ROOT_FALLBACK=1``: it has no filesystem or network isolation.
     """
 
-    def __init__(self, size: int | None = None, isolation: str | None = None) -> None:
+    def __init__(self, size: int | None = None, isolation: str | None = None, *,
+                 allow_root_fallback: bool = False) -> None:
         if isolation is not None and isolation not in _isolation.ISOLATION_LEVELS:
             raise ConfigError(f"isolation must be one of {_isolation.ISOLATION_LEVELS} or None, "
                               f"got {isolation!r}")
@@ -325,7 +401,10 @@ class SandboxPool:
         self._slots = threading.Semaphore(self.size)
         self._closed = False
         self._pid = os.getpid()
+        self._allow_root = allow_root_fallback
         self.level = self._resolve(isolation)
+        if self.level == "rlimits":
+            _fallback_identity(self._allow_root)  # refuse now, not at the first run
         atexit.register(_close_ref, weakref.ref(self))
 
     def _resolve(self, isolation: str | None) -> str:
@@ -361,6 +440,16 @@ class SandboxPool:
         with self._slots:
             for _attempt in range(2):
                 worker = self._acquire()
+                missing = _unenforced(worker.limits, limits.require)
+                if missing:
+                    self._release(worker)
+                    raise IsolationUnavailable(
+                        f"Limits.require asks for {', '.join(missing)} to hold for the whole run, "
+                        f"but this {self.level} sandbox enforces them only as "
+                        f"{', '.join(f'{k}={v}' for k, v in worker.limits if k in missing)}; "
+                        f"give the sandbox writable cgroups (v2 delegation or v1 memory/pids; "
+                        f"{_cgroup.available()[1] or 'see agentenv.sandbox._cgroup'}) or drop "
+                        "them from Limits.require")
                 try:
                     raw = worker.run(job, timeout, limits, judge)
                 except WorkerDied as exc:
@@ -379,11 +468,11 @@ class SandboxPool:
             try:
                 worker = self._idle.get_nowait()
             except queue.Empty:
-                worker = _WorkerHandle(self.level)
+                worker = _WorkerHandle(self.level, self._allow_root)
                 with self._lock:
                     self._workers.add(worker)
                 return worker
-            if worker.alive:
+            if worker.healthy():
                 return worker
             self._discard(worker)
 
@@ -424,22 +513,29 @@ class SandboxPool:
         self.close()
 
 
-def remove_tree(path: str) -> None:
-    """Remove a directory tree even where candidate code made parts of it unwritable."""
-    def fix(_func: Any, failed: str, _exc: Any) -> None:
-        for target in (os.path.dirname(failed), failed):
-            with contextlib.suppress(OSError):
-                os.chmod(target, stat.S_IRWXU)
-        try:
-            if os.path.isdir(failed) and not os.path.islink(failed):
-                shutil.rmtree(failed, ignore_errors=True)
-            else:
-                os.unlink(failed)
-        except OSError:
-            pass
+def _unenforced(enforced: tuple[tuple[str, str], ...], required: tuple[str, ...]) -> list[str]:
+    weak = ("none", "per-process")
+    table = dict(enforced)
+    return [name for name in required if table.get(name, "none") in weak]
 
-    if os.path.lexists(path):
-        shutil.rmtree(path, onerror=fix)
+
+def _root_fallback_allowed(allow: bool) -> bool:
+    return allow or os.environ.get(_isolation.ALLOW_ROOT_FALLBACK, "") in ("1", "true", "yes")
+
+
+def _fallback_identity(allow: bool) -> tuple[int, int] | None:
+    """Who a fallback worker runs as: the caller, unless the caller is root (see _isolation)."""
+    if os.geteuid() != 0:
+        return None
+    if not _root_fallback_allowed(allow):
+        raise IsolationUnavailable(
+            "the rlimits fallback has no filesystem or network isolation, and this process runs "
+            "as root: refusing to run candidate code that way. Install bubblewrap (Debian/"
+            "Ubuntu: apt-get install bubblewrap) for strict isolation, or set "
+            f"{_isolation.ALLOW_ROOT_FALLBACK}=1 (or pass SandboxPool(allow_root_fallback=True)) "
+            f"to accept the fallback (candidates then run as uid {_isolation.SANDBOX_UID} where "
+            "that uid can run this interpreter, else as root)")
+    return _isolation.fallback_uid()
 
 
 def _close_ref(ref: weakref.ref[SandboxPool]) -> None:

@@ -9,10 +9,13 @@ only; loaded by path. Two long-lived processes and one per run:
 - the **zygote** ``Z``, forked by ``W`` before any job exists, holds the runner and common
   modules imported and forks every run. It never reads a job or a result, so each run starts
   from the same pristine memory: nothing of an earlier submission can be found in a later one;
-- the **candidate process** ``G``. At the strict level ``Z`` clones it straight into a new
-  user and pid namespace, where it is pid 1: it cannot name, so cannot signal, the worker, the
-  parent or another run, and when it dies the kernel kills everything it left behind. At the
-  rlimits level it is a plain fork in its own session (process group);
+- the **candidate process** ``G``. At the strict level ``Z`` clones it straight into new
+  user, pid, mount and IPC namespaces, where it is pid 1: it cannot name, so cannot signal,
+  the worker, the parent or another run, and when it dies the kernel kills everything it left
+  behind. Its mounts make the run hermetic (:func:`_make_hermetic`): everything read-only but a
+  fresh size-capped tmpfs for ``/tmp`` and ``/dev/shm``, and a ``/proc`` of its own, all torn
+  down with it, like its SysV and POSIX IPC. At the rlimits level it is a plain fork in its own
+  session (process group), and the worker empties the shared work directory after each run;
 - for a run whose plan has checks that cannot be decomposed, the **judge process** ``J``
   (:mod:`_judge`): a second prepared process, forked and isolated exactly like ``G``, that
   never runs candidate code. The worker gives ``J`` and ``G`` the two ends of a fresh socket
@@ -24,8 +27,9 @@ Runs are prepared *before* their jobs arrive (fork, namespaces, descriptors, cap
 dropped, no-new-privs) and wait on their job socket; a job then only costs entering the work
 dir, taking the environment and rlimits, and :func:`_runner.run_job`. The worker reads the
 three pipes (result channel, stdout, stderr) with caps until they close, ``G`` exits or the
-deadline passes, kills whatever is left, replies, and only then wipes the work area and asks
-for more runs, off the caller's clock.
+deadline passes, kills whatever is left, replies, and only then asks for more runs (and, at the
+rlimits level, wipes the work area), off the caller's clock; then it sends an idle report
+(:meth:`Worker.health`) the parent reads before it hands the worker another job.
 
 ``W``, ``Z`` and ``G`` are non-dumpable, so candidate code (same uid) cannot read another's
 memory, environment or descriptors through ``/proc``.
@@ -51,8 +55,9 @@ from typing import Any
 
 _here = os.path.dirname(os.path.abspath(__file__))
 if _here not in sys.path:
-    sys.path.insert(0, _here)
+    sys.path.append(_here)  # last: nothing in this directory may shadow a standard module
 
+import _cleanup  # noqa: E402
 import _judge  # noqa: E402
 import _runner  # noqa: E402
 
@@ -64,8 +69,16 @@ PRELOAD = ("typing", "math", "re", "collections", "itertools", "functools", "hea
 # clone(flags, stack, ...) syscall numbers where the first two arguments come in that order.
 _CLONE_SYSCALL = {"x86_64": 56, "amd64": 56, "aarch64": 220, "arm64": 220, "riscv64": 220,
                   "ppc64le": 120, "armv7l": 120}
+CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC = 1024, 2048, 4096, 16384
+MS_PRIVATE, MS_RELATIME, MS_STRICTATIME = 1 << 18, 1 << 21, 1 << 24
+_MOUNT_OPTIONS = {"ro": MS_RDONLY, "nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC,
+                  "noatime": MS_NOATIME, "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME,
+                  "strictatime": MS_STRICTATIME}
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_SET_NO_NEW_PRIVS = 38
@@ -88,7 +101,7 @@ class _Libc:
 
                 self.ctypes = ctypes
                 self.lib = ctypes.CDLL(None, use_errno=True)
-                for name in ("prctl", "capset", "syscall"):  # resolve once, before any fork
+                for name in ("prctl", "capset", "syscall", "mount"):  # resolve once, before any fork
                     getattr(self.lib, name)
             except (OSError, ImportError):  # pragma: no cover - no libc through ctypes
                 self.lib = None
@@ -98,13 +111,27 @@ class _Libc:
             return False
         return bool(self.lib.prctl(option, arg, 0, 0, 0) == 0)
 
-    def clone_into_namespaces(self) -> int:
+    def mount(self, source: str | None, target: str, fstype: str | None, flags: int,
+              data: str | None = None) -> None:
+        """mount(2); raises OSError on failure."""
+        if self.lib is None:
+            raise OSError("mount is not available on this platform")
+
+        def enc(text: str | None) -> bytes | None:
+            return None if text is None else text.encode()
+
+        if self.lib.mount(enc(source), enc(target), enc(fstype), flags, enc(data)) != 0:
+            errno = self.ctypes.get_errno()
+            raise OSError(errno, f"mount {target}: {os.strerror(errno)}")
+
+    def clone_into_namespaces(self, extra: int = 0) -> int:
         """Fork into a new user + pid namespace in one step; returns like ``os.fork``.
 
         This is ``os.fork`` with the namespace flags added: the same interpreter hooks around
         the raw ``clone`` syscall (``PyOS_BeforeFork`` / ``PyOS_AfterFork_*``, called with
         the GIL held), so the child starts as pid 1 of its own namespace without the extra
-        fork an ``unshare`` would need. Raises OSError where that is not possible.
+        fork an ``unshare`` would need. ``extra`` adds namespace flags (mount, IPC: see
+        :func:`_make_hermetic`). Raises OSError where that is not possible.
         """
         number = _CLONE_SYSCALL.get(platform.machine())
         if self.lib is None or number is None:
@@ -113,7 +140,7 @@ class _Libc:
         api = ct.pythonapi
         syscall = ct.PyDLL(None, use_errno=True).syscall
         syscall.restype = ct.c_long
-        flags = CLONE_NEWUSER | CLONE_NEWPID | int(signal.SIGCHLD)
+        flags = CLONE_NEWUSER | CLONE_NEWPID | extra | int(signal.SIGCHLD)
         api.PyOS_BeforeFork()
         pid = syscall(ct.c_long(number), ct.c_ulong(flags), ct.c_void_p(0), ct.c_void_p(0),
                       ct.c_void_p(0), ct.c_void_p(0))
@@ -179,30 +206,12 @@ def _close(*fds: int) -> None:
             os.close(fd)
 
 
-def _remove_contents(path: str) -> None:
-    """Delete everything under ``path`` (not ``path`` itself), whatever the permissions."""
-    try:
-        entries = os.listdir(path)
-    except OSError:
-        return
-    for name in entries:
-        full = os.path.join(path, name)
-        try:
-            if os.path.isdir(full) and not os.path.islink(full):
-                with contextlib.suppress(OSError):
-                    os.chmod(full, 0o700)
-                _remove_contents(full)
-                os.rmdir(full)
-            else:
-                os.unlink(full)
-        except OSError:
-            pass
-
-
 # --------------------------------------------------------------------------- the candidate side
 
 JOB_FD = 4  # the end of its job socket (a prepared run: G or J), until the job has been read
-READY = b"+ready\n"  # G's first bytes: it is locked down and no longer dumpable
+OOM_FD = 5  # a prepared run's /proc/self/oom_score_adj, until the job starts
+NODUMP = b"+nodump\n"  # its first bytes: its id maps are written and it is no longer dumpable
+READY = b"+ready\n"  # its next bytes: it is locked down
 STARTED = b"+started\n"  # G's first bytes on the result channel, written before any candidate code
 FINISHED = b"+finished\n"  # G's last bytes when run_job returned (only used to skip a wait)
 
@@ -215,18 +224,23 @@ def _become_candidate(channel: dict[str, int], namespaces: bool) -> None:
             os.setsid()  # its own group and session, apart from the zygote's
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         # Lift every pipe end above the target numbers first, so no dup2 clobbers another.
-        high = {name: fcntl.fcntl(channel[name], fcntl.F_DUPFD, 100)
-                for name in ("out", "err", "res", "job")}
+        if _oom_fd is not None:
+            channel = {**channel, "oom": _oom_fd}
+        high = {name: fcntl.fcntl(fd, fcntl.F_DUPFD, 100) for name, fd in channel.items()}
         null = os.open(os.devnull, os.O_RDWR)
         os.dup2(null, 0)
-        for name, target in (("out", 1), ("err", 2), ("res", RESULT_FD), ("job", JOB_FD)):
-            os.dup2(high[name], target)
-        os.closerange(JOB_FD + 1, 65536)
+        for name, target in (("out", 1), ("err", 2), ("res", RESULT_FD), ("job", JOB_FD),
+                             ("oom", OOM_FD)):
+            if name in high:
+                os.dup2(high[name], target)
+        os.closerange(OOM_FD + 1, 65536)
+        if _oom_fd is None:
+            _close(OOM_FD)
         os.umask(0o077)
         if namespaces:
             _libc.drop_capabilities()
         _libc.prctl(PR_SET_NO_NEW_PRIVS, 1)
-        _write_all(RESULT_FD, READY)  # locked down (and not dumpable): see Worker._confirm
+        _write_all(RESULT_FD, READY)  # locked down: see Worker.run
         os.environ.clear()
         _warm_up()
         payload, peer = _receive_job(JOB_FD)  # blocks until a job is sent (or the worker goes)
@@ -243,6 +257,7 @@ def _become_candidate(channel: dict[str, int], namespaces: bool) -> None:
         if not namespaces:
             limits["nproc"] = None  # counted per real uid across the machine: unusable here
         _runner.apply_limits(limits)
+        _prefer_as_oom_victim()
         _write_all(RESULT_FD, STARTED)  # set-up done; from here on, what happens is the job's
         if judging and peer is not None:
             _judge.run_judge(job, RESULT_FD, peer)
@@ -294,14 +309,20 @@ def _enter_namespaces(uid: int, gid: int) -> None:
     A non-dumpable process's ``/proc/self`` files belong to root, so unless the host user is
     root the maps can only be written while dumpable. During that moment another run's
     candidate (same uid) could open this process's memory; the worker therefore never lets a
-    candidate run while a prepared process has not yet reported READY (``Worker._confirm``).
+    candidate run while a prepared process has not yet reported NODUMP, written as soon as the
+    moment is over (``Worker._confirm_all``).
     """
+    global _oom_fd
     try:
         _write_id_maps(uid, gid)
     except PermissionError:
         _libc.prctl(PR_SET_DUMPABLE, 1)
         try:
             _write_id_maps(uid, gid)
+            # Only openable now (a non-dumpable process's /proc files are root's); written when
+            # the job starts, see _prefer_as_oom_victim.
+            with contextlib.suppress(OSError):
+                _oom_fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY | os.O_CLOEXEC)
         finally:
             _libc.prctl(PR_SET_DUMPABLE, 0)
 
@@ -311,6 +332,85 @@ def _write_id_maps(uid: int, gid: int) -> None:
                        ("gid_map", f"{gid} {gid} 1")):
         with open(f"/proc/self/{name}", "w") as handle:
             handle.write(text)
+
+
+# --------------------------------------------------------------------------- hermetic runs
+
+HERMETIC_FLAGS = CLONE_NEWNS | CLONE_NEWIPC  # added to each run's clone at the strict level
+SHM_DIR = "/tmp/.shm"  # the run's /dev/shm: part of the run's one tmpfs, so one cap covers both
+
+
+def _make_hermetic(disk: int) -> None:
+    """In a run just cloned into its own user, pid, mount and IPC namespaces (see ``Zygote``).
+
+    Every mount the run inherited becomes read-only for it (``/`` and its directories,
+    ``/dev``, ``/etc``, the runner's directory, the worker's own ``/tmp``), and one fresh tmpfs
+    of ``disk`` bytes (and a matching inode cap) is mounted on ``/tmp``, also serving as
+    ``/dev/shm``. These mounts exist only in the run's mount namespace, and the IPC namespace
+    (SysV shared memory, semaphores, message queues; POSIX message queues) is the run's own:
+    all of it is torn down by the kernel when the run's last process is gone, so nothing a
+    run writes can outlive it or be found by a later run. ``/proc`` is a fresh one for the
+    run's own pid namespace; device nodes stay writable (``/dev/null`` must stay usable).
+    """
+    _libc.mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing propagates back to the worker
+    with open("/proc/self/mountinfo", "rb") as handle:
+        table = handle.read().decode("utf-8", "surrogateescape").splitlines()
+    for line in table:
+        fields = line.split()
+        if len(fields) < 6:
+            continue
+        point = _unescape(fields[4])
+        options = fields[5].split(",")
+        if "ro" in options or point == "/proc" or point.startswith("/proc/"):
+            continue
+        if not os.path.isdir(point) or os.path.islink(point):
+            continue  # a device node bound under /dev
+        flags = MS_REMOUNT | MS_BIND | MS_RDONLY
+        for option in options:
+            flags |= _MOUNT_OPTIONS.get(option, 0)  # keep what is there (locked flags must stay)
+        _libc.mount(None, point, None, flags)
+    inodes = max(1024, disk // 4096)
+    _libc.mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
+                f"size={disk},nr_inodes={inodes},mode=0755")
+    os.mkdir("/tmp/run", 0o700)
+    os.mkdir(SHM_DIR, 0o1777)
+    os.chmod(SHM_DIR, 0o1777)
+    _libc.mount(SHM_DIR, "/dev/shm", None, MS_BIND)
+    # A /proc of the run's own pid namespace: the worker, the zygote and the runs prepared
+    # beside this one cannot even be named from inside (so a prepared run's brief dumpable
+    # moment, see _enter_namespaces, is out of reach). Its kernel knobs need capabilities
+    # the run does not have in any namespace that owns them.
+    _libc.mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
+
+def _unescape(text: str) -> str:
+    """A mountinfo path: spaces, tabs, newlines and backslashes come as octal escapes."""
+    if "\\" not in text:
+        return text
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "\\" and i + 4 <= len(text) and text[i + 1:i + 4].isdigit():
+            out.append(chr(int(text[i + 1:i + 4], 8)))
+            i += 4
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+_oom_fd: int | None = None  # this run's /proc/self/oom_score_adj, opened in _enter_namespaces
+
+
+def _prefer_as_oom_victim() -> None:
+    """Make this run (and what it forks) the first process the OOM killer picks, before the
+    worker, the zygote or a prepared run (raising it needs no privilege, only the open file)."""
+    if _oom_fd is not None:
+        with contextlib.suppress(OSError):
+            os.write(OOM_FD, b"1000")
+        _close(OOM_FD)
+        return
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as handle:
+        handle.write("1000")
 
 
 def _read_to_end(fd: int) -> bytes:
@@ -354,11 +454,12 @@ def _send_job(fd: int, job: bytes, peer: int | None) -> None:
 _COMMAND = struct.Struct(">ci")  # an opcode byte and an int (a pid, or 0)
 
 
-def _zygote(sock: socket.socket, namespaces: bool) -> None:
+def _zygote(sock: socket.socket, namespaces: bool, hermetic: bool) -> None:
     """``Z``: the process every run is forked from (see the module docstring). Never returns.
 
     Commands from the worker, answered in order: ``F`` fork a run (reply ``P`` with its pid,
-    -1 on failure, the other pipe ends passed with ``SCM_RIGHTS``); ``W`` wait for a run's
+    -1 on failure, the other pipe ends passed with ``SCM_RIGHTS``; its int is the run's disk
+    allowance in KiB when runs are hermetic); ``W`` wait for a run's
     process and reply its status; ``Q`` the same without blocking (``R`` if still running,
     the status kept for a later ``W``). ``D`` (no reply) means the worker will not ask about
     that run again: reap it whenever it ends and forget it.
@@ -392,7 +493,10 @@ def _zygote(sock: socket.socket, namespaces: bool) -> None:
             out_r, out_w = os.pipe()
             err_r, err_w = os.pipe()
             try:
-                child = _libc.clone_into_namespaces() if namespaces else os.fork()
+                if namespaces:
+                    child = _libc.clone_into_namespaces(HERMETIC_FLAGS if hermetic else 0)
+                else:
+                    child = os.fork()
             except OSError:
                 child = -1
             if child == 0:
@@ -403,6 +507,9 @@ def _zygote(sock: socket.socket, namespaces: bool) -> None:
                         _enter_namespaces(uid, gid)
                     else:
                         os.setsid()
+                    _write_all(res_w, NODUMP)
+                    if namespaces and hermetic:
+                        _make_hermetic(max(1, pid) * 1024)
                 except BaseException:
                     os._exit(71)
                 _become_candidate({"job": job_r, "res": res_w, "out": out_w, "err": err_w},
@@ -444,7 +551,8 @@ class _Prepared:
     def __init__(self, pid: int, fds: list[int]) -> None:
         self.pid = pid
         self.job_w, self.res_r, self.out_r, self.err_r = fds
-        self.confirmed = False
+        self.confirmed = False  # NODUMP read: it can no longer be read through /proc
+        self.ready = False  # READY read: locked down and waiting for its job
 
     def close(self) -> None:
         _close(self.job_w, self.res_r, self.out_r, self.err_r)
@@ -455,8 +563,10 @@ class Worker:
 
     def __init__(self, config: dict[str, Any], zygote: socket.socket, zygote_pid: int) -> None:
         self.namespaces = bool(config.get("namespaces"))
+        self.hermetic = bool(config.get("hermetic")) and self.namespaces
+        self.disk_kib = max(1, int(config.get("disk", 256 << 20)) // 1024)  # each run's tmpfs
         self.workroot = str(config["workroot"])
-        self.wipe = tuple(config.get("wipe", ()))
+        self.clean = True  # False once a wipe of the work area failed: see health()
         self.depth = max(1, int(config.get("prepared", 2)))  # runs kept ready ahead of their jobs
         self.pid = os.getpid()
         self.zygote = zygote
@@ -490,23 +600,38 @@ class Worker:
         self.zygote.sendall(_COMMAND.pack(op, pid))
         return self._reply()
 
-    def prepare(self) -> None:
-        """Ask for ``depth`` runs to be forked and isolated ahead of their jobs, without waiting."""
-        while len(self.ready) + self.forks_pending < self.depth:
-            self.zygote.sendall(_COMMAND.pack(b"F", 0))
+    def prepare(self, at_least: int = 0) -> None:
+        """Ask for ``depth`` runs (or ``at_least``) to be forked and isolated ahead of their jobs,
+        without waiting."""
+        while len(self.ready) + self.forks_pending < max(self.depth, at_least):
+            self.zygote.sendall(_COMMAND.pack(b"F", self.disk_kib if self.hermetic else 0))
             self.forks_pending += 1
 
+    def _resize(self, disk: int) -> None:
+        """A job asks for another disk allowance: runs prepared with the old one are dropped."""
+        kib = max(1, disk // 1024)
+        if not self.hermetic or kib == self.disk_kib:
+            return
+        self._collect_forks()
+        while self.ready:
+            run = self.ready.popleft()
+            _kill(run.pid)
+            run.close()
+            self.unreaped.append(run.pid)
+        self.disk_kib = kib
+
     def _confirm_all(self) -> None:
-        """Wait until every prepared run is locked down; drop any that failed to get there.
+        """Wait until no prepared run is dumpable any more; drop any that failed to get there.
 
         Called before a candidate may run: no candidate ever coexists with a prepared process
-        that is still dumpable (see ``_enter_namespaces``).
+        that is still dumpable (see ``_enter_namespaces``). Only that moment is waited for; the
+        rest of a run's set-up (mounts, lockdown, warm-up) goes on alongside.
         """
         self._collect_forks()
         for run in list(self.ready):
             if run.confirmed:
                 continue
-            if _read_exact(run.res_r, len(READY)) == READY:
+            if _read_exact(run.res_r, len(NODUMP)) == NODUMP:
                 run.confirmed = True
             else:
                 self.ready.remove(run)
@@ -520,7 +645,9 @@ class Worker:
             if not self.ready:
                 self._collect_forks()
             run = self.ready.popleft()
-            if run.confirmed or _read_exact(run.res_r, len(READY)) == READY:
+            if not run.confirmed:
+                run.confirmed = _read_exact(run.res_r, len(NODUMP)) == NODUMP
+            if run.confirmed and _read_exact(run.res_r, len(READY)) == READY:
                 return run
             _kill(run.pid)  # it never got locked down: drop it
             run.close()
@@ -536,7 +663,10 @@ class Worker:
         timeout = float(header["timeout"])
         max_output = int(header.get("max_output", 65536))
         max_result = int(header.get("max_result", 16 << 20))
-        os.makedirs(os.path.join(self.workroot, "run"), mode=0o700, exist_ok=True)
+        if header.get("disk"):
+            self._resize(int(header["disk"]))
+        if not self.hermetic:
+            os.makedirs(os.path.join(self.workroot, "run"), mode=0o700, exist_ok=True)
         self.prepare()
         if judge_job is not None:
             _PairedRun.reserve(self)
@@ -577,15 +707,31 @@ class Worker:
         return outcome
 
     def after_run(self) -> None:
-        """Between runs, off the caller's clock: reap, wipe the work area, prepare more runs."""
+        """Between runs, off the caller's clock: reap, wipe the work area, prepare more runs.
+
+        Hermetic runs leave nothing to wipe (their files die with their mount namespace); at
+        the fallback level the shared work directory is emptied, and a wipe that fails marks
+        this worker unhealthy instead of raising (see :meth:`health`).
+        """
         while self.unreaped:  # the zygote reaps these whenever they end
             self.zygote.sendall(_COMMAND.pack(b"D", self.unreaped.pop()))
-        _remove_contents(self.workroot)
-        for path in self.wipe:
-            _remove_contents(path)
-        self.prepare()
-        if self.confirm_early:
-            self._confirm_all()
+        if not self.hermetic:
+            self.clean = _cleanup.remove_contents(self.workroot) and self.clean
+        self.prepare()  # confirmed when the next job comes (run), by when they are long done
+
+    def health(self) -> dict[str, Any]:
+        """The idle report the parent reads before it hands this worker another job."""
+        problems = []
+        if not self.clean:
+            problems.append("its work directory could not be emptied")
+        if not self.ready and not self.forks_pending:
+            problems.append("no run is prepared")
+        try:
+            if os.waitpid(self.zygote_pid, os.WNOHANG)[0]:
+                problems.append("its zygote is gone")
+        except ChildProcessError:
+            problems.append("its zygote is gone")
+        return {"idle": True, "healthy": not problems, "problems": problems}
 
     def _exited(self, pid: int) -> bool:
         kind, _, _ = self._ask(b"Q", pid)
@@ -702,9 +848,7 @@ class _PairedRun:
     @staticmethod
     def reserve(worker: Worker) -> None:
         """Make sure two prepared runs exist (forked now only when the pool keeps fewer)."""
-        while len(worker.ready) + worker.forks_pending < 2:
-            worker.zygote.sendall(_COMMAND.pack(b"F", 0))
-            worker.forks_pending += 1
+        worker.prepare(at_least=2)
 
     def connect(self) -> int:
         """Make the J<->G channel; returns G's end (the worker closes its copies once sent)."""
@@ -781,6 +925,38 @@ def _probe_namespaces() -> tuple[bool, bool]:
     return code in (0, 10), code != 0
 
 
+def _probe_hermetic() -> str:
+    """Can a run get its own mount and IPC namespaces and its mounts (``_make_hermetic``)?
+
+    Returns "" when it can, else what failed.
+    """
+    uid, gid = os.getuid(), os.getgid()
+    why_r, why_w = os.pipe()
+    try:
+        pid = _libc.clone_into_namespaces(HERMETIC_FLAGS)
+    except OSError as exc:
+        _close(why_r, why_w)
+        return f"clone with new mount and IPC namespaces failed: {exc}"
+    if pid == 0:
+        code = 0
+        try:
+            os.close(why_r)
+            _enter_namespaces(uid, gid)
+            _make_hermetic(1 << 20)
+        except BaseException as exc:
+            with contextlib.suppress(BaseException):
+                os.write(why_w, str(exc).encode("utf-8", "replace")[:500])
+            code = 1
+        os._exit(code)
+    os.close(why_w)
+    why = _read_to_end(why_r).decode("utf-8", "replace")
+    os.close(why_r)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+        return ""
+    return why or "the hermetic set-up of a run failed"
+
+
 def read_job(fd: int) -> bytes | None:
     header = _read_exact(fd, _HEADER.size)
     if header is None:
@@ -807,6 +983,9 @@ def main(argv: list[str]) -> None:
             __import__(name)
     os.makedirs(config["workroot"], mode=0o700, exist_ok=True)
     namespaces, needs_dumpable = _probe_namespaces() if config.get("namespaces") else (False, False)
+    not_hermetic = _probe_hermetic() if namespaces and config.get("hermetic") else ""
+    if not_hermetic:
+        config["hermetic"] = False
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     zygote_pid = os.fork()
     if zygote_pid == 0:
@@ -817,13 +996,16 @@ def main(argv: list[str]) -> None:
         # from walking (and so copying) those pages in each child.
         gc.collect()
         gc.freeze()
-        _zygote(theirs, namespaces)
+        _zygote(theirs, namespaces, bool(config.get("hermetic")))
     theirs.close()
     worker = Worker(config, ours, zygote_pid)
-    worker.confirm_early = needs_dumpable
+    # Hermetic runs each see only their own /proc, so no candidate can reach a prepared run
+    # during its dumpable moment: nothing to wait for.
+    worker.confirm_early = needs_dumpable and not worker.hermetic
     if not config.get("namespaces") or namespaces:
         worker.prepare()
     write_message(reply, {"ready": True, "namespaces": namespaces, "pid": os.getpid(),
+                          "hermetic": worker.hermetic, "not_hermetic": not_hermetic,
                           "python": sys.version.split()[0]})
     if config.get("namespaces") and not namespaces:
         return
@@ -837,10 +1019,15 @@ def main(argv: list[str]) -> None:
             if job is None or (message.get("judge") and judge_job is None):
                 break
             write_message(reply, worker.run(message, job, judge_job))
-            worker.after_run()
+            try:
+                worker.after_run()
+                idle = worker.health()
+            except BaseException as exc:  # reported; the parent replaces this worker
+                idle = {"idle": True, "healthy": False, "problems": [f"after the run: {exc!r}"]}
+            write_message(reply, idle)  # read by the parent before it sends the next job
         elif message.get("op") == "ping":
             write_message(reply, {"id": message.get("id"), "pong": True})
-    _remove_contents(config["workroot"])
+    _cleanup.remove_contents(config["workroot"])
 
 
 if __name__ == "__main__":

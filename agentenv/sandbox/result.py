@@ -52,7 +52,9 @@ class RunResult:
     0 now that checks the trusted side cannot decompose go to a judge process (kept for records
     written before that).
     ``stdout``/``stderr`` are the candidate's captured output, capped in size; they are never
-    parsed for verdicts.
+    parsed for verdicts. ``limits_enforced`` pairs each run-wide limit (processes, memory,
+    cpu, wall, disk) with what enforced it ("cgroup", "rlimit", "tmpfs", ...; "per-process"
+    where only a per-process rlimit held); :attr:`enforced` gives it as a dict.
     """
 
     passed: int
@@ -66,6 +68,7 @@ class RunResult:
     stdout: str = ""
     stderr: str = ""
     passed_indices: tuple[int, ...] = field(default=())
+    limits_enforced: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if not (0 <= self.passed <= self.total):
@@ -84,6 +87,11 @@ class RunResult:
         return self.total > 0 and self.passed == self.total
 
     @property
+    def enforced(self) -> dict[str, str]:
+        """``limits_enforced`` as a dict: limit name -> what enforced it."""
+        return dict(self.limits_enforced)
+
+    @property
     def failed_indices(self) -> tuple[int, ...]:
         return tuple(f.index for f in self.failures)
 
@@ -100,6 +108,7 @@ class RunResult:
             "stdout": self.stdout,
             "stderr": self.stderr,
             "passed_indices": list(self.passed_indices),
+            "limits_enforced": dict(self.limits_enforced),
         }
 
     @classmethod
@@ -113,4 +122,6 @@ class RunResult:
             exec_seconds=float(data.get("exec_seconds", 0.0)),
             stdout=str(data.get("stdout", "")), stderr=str(data.get("stderr", "")),
             passed_indices=tuple(int(i) for i in data.get("passed_indices", ())),
+            limits_enforced=tuple((str(k), str(v))
+                                  for k, v in dict(data.get("limits_enforced", {})).items()),
         )

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from agentenv.sandbox._pool import PREPARED_RUNS, SandboxPool
 
-__all__ = ["ProcessInfo", "leftover_processes", "pool_cpu_seconds", "process_table", "processes_matching"]
+__all__ = ["HostFigures", "ProcessInfo", "host_figures", "leftover_processes", "pool_cpu_seconds",
+           "process_table", "processes_matching"]
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,30 @@ class ProcessInfo:
     pid: int
     ppid: int
     cmdline: str
+
+
+@dataclass(frozen=True)
+class HostFigures:
+    """What the machine has left: ``MemAvailable`` (bytes) and its task count (threads included)."""
+
+    mem_available: int
+    tasks: int
+
+    def __str__(self) -> str:
+        return f"MemAvailable {self.mem_available / 1024**2:.0f} MiB, {self.tasks} tasks"
+
+
+def host_figures() -> HostFigures:
+    """``MemAvailable`` from ``/proc/meminfo`` and the number of tasks from ``/proc/loadavg``."""
+    available = 0
+    with open("/proc/meminfo") as handle:
+        for line in handle:
+            if line.startswith("MemAvailable:"):
+                available = int(line.split()[1]) * 1024
+                break
+    with open("/proc/loadavg") as handle:
+        tasks = int(handle.read().split()[3].split("/")[1])
+    return HostFigures(available, tasks)
 
 
 def process_table() -> dict[int, ProcessInfo]:

@@ -1,0 +1,258 @@
+"""One cgroup per sandbox worker: process and memory limits that hold for a run as a whole.
+
+A worker runs one candidate at a time, so a cgroup around the worker bounds that run: every
+process and thread it starts (``pids``), all the memory its processes and its tmpfs files
+use together (``memory``), whatever uid they run as, and the CPU all of them may burn at once
+(``cpu``: :data:`CPU_SHARE` CPUs, so a run's total CPU time is bounded by its wall time). The limits are the run's own plus a fixed
+allowance for the worker's resident processes (bubblewrap, the fork server, its zygote, the
+runs prepared ahead); the candidate makes itself the preferred OOM victim, so going over the
+memory limit kills the run and never the worker.
+
+Both hierarchies are supported: cgroup v2 when this process's cgroup delegates the
+controllers (``cgroup.subtree_control``), else the v1 ``pids``, ``memory`` and ``cpu``
+hierarchies when they are mounted and writable. Where neither is possible :func:`create` returns None and the
+rlimits (per process, per run's user namespace) are what is left; ``RunResult.limits_enforced``
+says which held. Trusted side only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass
+
+__all__ = ["MEMORY_ALLOWANCE", "PIDS_ALLOWANCE", "WorkerCgroup", "available", "create"]
+
+MEMORY_ALLOWANCE = 192 * 1024**2  # the worker's own processes and page tables, and the kernel's
+PIDS_ALLOWANCE = 16  # bubblewrap (2), fork server, zygote, prepared runs, a judge, slack
+CPU_SHARE = 1.5  # CPUs a worker may use at once: a run's CPU time is at most this times its wall time
+_CONTROLLERS = ("memory", "pids", "cpu")
+_ROOT = "/sys/fs/cgroup"
+_counter = itertools.count()
+_lock = threading.Lock()
+_layout: dict[str, str] | None = None  # controller -> the directory new cgroups go under
+_version = 0
+_layout_reason = ""
+
+
+@dataclass
+class WorkerCgroup:
+    """The cgroup directories of one worker (one per controller, or one for v2)."""
+
+    dirs: dict[str, str]  # controller -> its cgroup directory
+    version: int
+    _memory: int | None = -1
+    _pids: int | None = -1
+
+    @property
+    def procs_files(self) -> list[str]:
+        """The ``cgroup.procs`` files a process writes itself into to join (one per directory)."""
+        return sorted({os.path.join(d, "cgroup.procs") for d in self.dirs.values()})
+
+    @property
+    def controllers(self) -> tuple[str, ...]:
+        return tuple(sorted(self.dirs))
+
+    def set_limits(self, memory: int | None, pids: int | None) -> None:
+        """Apply a run's limits plus the worker allowance (written only when they change)."""
+        if "memory" in self.dirs and memory != self._memory:
+            value = "max" if memory is None else str(memory + MEMORY_ALLOWANCE)
+            if self.version == 1:
+                value = "-1" if memory is None else value
+                _write(self.dirs["memory"], "memory.limit_in_bytes", value)
+            else:
+                _write(self.dirs["memory"], "memory.max", value)
+                _write(self.dirs["memory"], "memory.swap.max", "0", quiet=True)
+            self._memory = memory
+        if "pids" in self.dirs and pids != self._pids:
+            _write(self.dirs["pids"], "pids.max", "max" if pids is None else str(pids + PIDS_ALLOWANCE))
+            self._pids = pids
+
+    def oom_kills(self) -> int:
+        """How many processes the kernel has killed in this cgroup for want of memory."""
+        if "memory" not in self.dirs:
+            return 0
+        name = "memory.oom_control" if self.version == 1 else "memory.events"
+        try:
+            with open(os.path.join(self.dirs["memory"], name)) as handle:
+                for line in handle:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            pass
+        return 0
+
+    def remove(self) -> None:
+        """Kill whatever is still inside, then delete the directories; never raises."""
+        for directory in self.dirs.values():
+            for _attempt in range(50):
+                try:
+                    with open(os.path.join(directory, "cgroup.procs")) as handle:
+                        pids = [int(p) for p in handle.read().split()]
+                except (OSError, ValueError):
+                    pids = []
+                for pid in pids:
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+                try:
+                    os.rmdir(directory)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
+
+
+def _write(directory: str, name: str, value: str, *, quiet: bool = False) -> None:
+    try:
+        with open(os.path.join(directory, name), "w") as handle:
+            handle.write(value)
+    except OSError:
+        if not quiet:
+            raise
+
+
+def _mounts() -> list[tuple[str, str, set[str]]]:
+    """``(mount point, fs type, options)`` of every cgroup mount."""
+    found = []
+    try:
+        with open("/proc/self/mountinfo") as handle:
+            for line in handle:
+                left, _, right = line.partition(" - ")
+                fields, tail = left.split(), right.split()
+                if len(fields) < 5 or len(tail) < 3 or tail[0] not in ("cgroup", "cgroup2"):
+                    continue
+                options = set(tail[2].split(",")) | set(fields[5].split(","))
+                found.append((fields[4], tail[0], options))
+    except OSError:
+        pass
+    return found
+
+
+def _own_paths() -> dict[str, str]:
+    """This process's cgroup path per v1 controller, and under key "" for v2."""
+    paths: dict[str, str] = {}
+    try:
+        with open("/proc/self/cgroup") as handle:
+            for line in handle:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                for name in controllers.split(",") if controllers else [""]:
+                    paths[name] = path
+    except (OSError, ValueError):
+        pass
+    return paths
+
+
+def _probe(directory: str) -> bool:
+    """Can we create (and remove) a cgroup under ``directory``?"""
+    test = os.path.join(directory, f"agentenv-probe-{os.getpid()}")
+    try:
+        os.mkdir(test)
+    except OSError:
+        return False
+    with contextlib.suppress(OSError):
+        os.rmdir(test)
+    return True
+
+
+def _discover() -> tuple[dict[str, str], int, str]:
+    own = _own_paths()
+    mounts = _mounts()
+    for point, fstype, _options in mounts:  # v2, when our cgroup delegates both controllers
+        if fstype != "cgroup2" or "" not in own:
+            continue
+        base = os.path.join(point, own[""].lstrip("/"))
+        try:
+            with open(os.path.join(base, "cgroup.subtree_control")) as handle:
+                delegated = set(handle.read().split())
+        except OSError:
+            continue
+        wanted = set(_CONTROLLERS) & delegated
+        if wanted and _probe(base):
+            return {name: base for name in wanted}, 2, ""
+    layout: dict[str, str] = {}
+    for point, fstype, options in mounts:
+        if fstype != "cgroup":
+            continue
+        for name in _CONTROLLERS:
+            if name in options and name in own and name not in layout:
+                base = os.path.join(point, own[name].lstrip("/"))
+                if _probe(base):
+                    layout[name] = base
+    if layout:
+        return layout, 1, ""
+    return {}, 0, "no writable cgroup (v2 delegation, or v1 memory/pids/cpu) was found"
+
+
+def _remove_stale(layout: dict[str, str]) -> None:
+    """Remove empty cgroups a killed process of ours left behind (its pid is in the name)."""
+    for parent in set(layout.values()):
+        try:
+            names = os.listdir(parent)
+        except OSError:
+            continue
+        for name in names:
+            parts = name.split("-")
+            if len(parts) != 3 or parts[0] != "agentenv" or not parts[1].isdigit():
+                continue
+            if int(parts[1]) == os.getpid() or os.path.exists(f"/proc/{parts[1]}"):
+                continue
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.join(parent, name))  # fails (and stays) while anything is inside
+
+
+def available() -> tuple[dict[str, str], str]:
+    """Where worker cgroups can be made (controller -> parent directory), or why not."""
+    global _layout, _version, _layout_reason
+    with _lock:
+        if _layout is None:
+            if os.environ.get("AGENTENV_SANDBOX_CGROUPS", "1") in ("0", "false", "no", ""):
+                _layout, _version, _layout_reason = {}, 0, "disabled by AGENTENV_SANDBOX_CGROUPS=0"
+            else:
+                _layout, _version, _layout_reason = _discover()
+                _remove_stale(_layout)
+        return dict(_layout), _layout_reason
+
+
+def create() -> WorkerCgroup | None:
+    """A fresh cgroup for one worker, or None where this machine offers none."""
+    layout, _ = available()
+    if not layout:
+        return None
+    name = f"agentenv-{os.getpid()}-{next(_counter)}"
+    version = _version
+    dirs: dict[str, str] = {}
+    for controller, parent in layout.items():
+        path = os.path.join(parent, name)
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError:
+            continue
+        dirs[controller] = path
+    if not dirs:
+        return None
+    group = WorkerCgroup(dirs=dirs, version=version)
+    if version == 1 and "memory" in dirs:
+        # Keep the kernel's OOM killer on (so the run dies, not the allocation loop forever).
+        _write(dirs["memory"], "memory.oom_control", "0", quiet=True)
+        _write(dirs["memory"], "memory.swappiness", "0", quiet=True)
+    if "cpu" in dirs:
+        period = 100_000
+        quota = str(int(CPU_SHARE * period))
+        try:
+            if version == 1:
+                _write(dirs["cpu"], "cpu.cfs_period_us", str(period))
+                _write(dirs["cpu"], "cpu.cfs_quota_us", quota)
+            else:
+                _write(dirs["cpu"], "cpu.max", f"{quota} {period}")
+        except OSError:
+            if version == 1:
+                with contextlib.suppress(OSError):
+                    os.rmdir(dirs["cpu"])
+            del dirs["cpu"]
+    return group
