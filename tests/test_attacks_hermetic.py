@@ -691,7 +691,7 @@ def test_required_limits_run_where_cgroups_hold_them(pool: SandboxPool) -> None:
     assert result.fraction == 1.0
     assert result.enforced == {"processes": "cgroup+rlimit", "memory": "cgroup",
                                "cpu": "cgroup" if "cpu" in layout else "per-process",
-                               "wall": "worker", "disk": "tmpfs"}
+                               "cpu_time": "worker", "wall": "worker", "disk": "tmpfs"}
 
 
 def test_a_required_limit_nobody_can_enforce_raises_instead_of_running(

@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -343,8 +342,11 @@ def _row_failed(sub: _Submission, exc: BaseException) -> RunResult:
 
 
 def _default_workers() -> int:
-    # Sandbox runs spend their time waiting on a child process, so a few per core keep the CPUs busy.
-    return min(32, 4 * (os.cpu_count() or 1))
+    # As many rows in flight as the sandbox pool runs at once: a looping or sleeping completion
+    # holds one worker, not the batch.
+    from agentenv.sandbox._pool import default_size
+
+    return default_size()
 
 
 # -- the reward functions ----------------------------------------------------------------------

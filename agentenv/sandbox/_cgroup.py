@@ -47,6 +47,7 @@ class WorkerCgroup:
     version: int
     _memory: int | None = -1
     _pids: int | None = -1
+    _weight: int = 100
 
     @property
     def procs_files(self) -> list[str]:
@@ -71,6 +72,20 @@ class WorkerCgroup:
         if "pids" in self.dirs and pids != self._pids:
             _write(self.dirs["pids"], "pids.max", "max" if pids is None else str(pids + PIDS_ALLOWANCE))
             self._pids = pids
+
+    def set_weight(self, weight: int) -> None:
+        """The worker's CPU weight (100 is an ordinary process's, up to 10000), as
+        ``SandboxPool``'s scheduler sets it while a run ages; never raises."""
+        if "cpu" not in self.dirs or weight == self._weight:
+            return
+        try:
+            if self.version == 1:
+                _write(self.dirs["cpu"], "cpu.shares", str(max(2, weight * 1024 // 100)))
+            else:
+                _write(self.dirs["cpu"], "cpu.weight", str(max(1, min(10000, weight))))
+        except OSError:
+            return
+        self._weight = weight
 
     def oom_kills(self) -> int:
         """How many processes the kernel has killed in this cgroup for want of memory."""

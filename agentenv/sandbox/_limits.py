@@ -18,7 +18,7 @@ from typing import Any
 __all__ = ["DEFAULT_LIMITS", "ENFORCEABLE", "SECRET_NAME", "Limits", "scrubbed_env"]
 
 # What RunResult.limits_enforced reports on, and what Limits.require may name.
-ENFORCEABLE = ("processes", "memory", "cpu", "wall", "disk")
+ENFORCEABLE = ("processes", "memory", "cpu", "cpu_time", "wall", "disk")
 
 # Variable names that carry credentials: *KEY*, *TOKEN*, *SECRET*, *PASSWORD*, *CREDENTIAL*, ...
 SECRET_NAME = re.compile(
@@ -34,8 +34,11 @@ _ALLOWED = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "LD_LIBRARY_PATH")
 class Limits:
     """Per-run resource limits. ``None`` leaves a limit as the OS has it.
 
-    ``cpu_seconds`` defaults to the run's timeout rounded up plus one second (the wall clock
-    normally fires first; the CPU limit catches a process that escaped it).
+    A run's ``timeout`` is judged on the CPU time all its processes used, so a verdict does not
+    depend on how loaded the machine is; a run that has used less than that may still take up to
+    ``wall_factor * timeout + wall_slack`` seconds of wall-clock time before it is stopped (a
+    sleeping or blocked candidate is a timeout all the same). ``cpu_seconds`` is the per-process
+    RLIMIT_CPU backstop, by default the timeout rounded up plus one second.
     ``address_space``, ``cpu_seconds``, ``file_size`` and ``open_files`` hold per process;
     ``processes`` (processes and threads), ``memory`` (resident memory of all the run's
     processes plus its files in ``/tmp`` and ``/dev/shm``) and ``disk`` (the run's tmpfs) hold
@@ -53,6 +56,8 @@ class Limits:
     max_result_bytes: int = 16 * 1024**2  # bytes read from the result channel
     memory: int | None = 1024**3
     disk: int = 256 * 1024**2
+    wall_factor: float = 2.0
+    wall_slack: float = 0.5
     require: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -61,6 +66,13 @@ class Limits:
             raise ValueError(f"Limits.require names unknown limits {unknown}; choose from {ENFORCEABLE}")
         if self.disk < 1024**2:
             raise ValueError(f"Limits.disk must be at least 1 MiB, got {self.disk}")
+        if not (self.wall_factor >= 1 and self.wall_slack >= 0):
+            raise ValueError("Limits.wall_factor must be at least 1 and wall_slack at least 0, got "
+                             f"{self.wall_factor} and {self.wall_slack}")
+
+    def wall_seconds(self, timeout: float) -> float:
+        """The wall-clock backstop of a run whose CPU-time limit is ``timeout``."""
+        return timeout * self.wall_factor + self.wall_slack
 
     def for_child(self, timeout: float, *, nproc: bool) -> dict[str, Any]:
         """The ``limits`` entry of a job (what the child applies before running anything)."""

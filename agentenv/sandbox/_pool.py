@@ -44,14 +44,15 @@ from agentenv.sandbox import _cgroup, _isolation
 from agentenv.sandbox._cleanup import remove_tree
 from agentenv.sandbox._limits import Limits, scrubbed_env
 
-__all__ = ["PREPARED_RUNS", "Pool", "RawRun", "SandboxPool", "WorkerDied", "default_pool",
+__all__ = ["PREPARED_RUNS", "Pool", "RawRun", "SandboxPool", "WorkerDied", "default_pool", "default_size",
            "set_default_pool", "shutdown_default_pool"]
 
 log = get_logger(__name__)
 
 STARTUP_TIMEOUT = 30.0  # seconds for a worker to come up (bwrap + imports on a loaded box)
 PREPARED_RUNS = 2  # runs each worker keeps forked and isolated ahead of their jobs
-BACKSTOP = 5.0  # seconds past a run's timeout before the worker itself is presumed wedged
+BACKSTOP = 10.0  # seconds past a run's wall backstop before the worker itself is presumed wedged
+SCHEDULE_EVERY = 0.05  # seconds between CPU-weight updates of the runs in flight
 IDLE_TIMEOUT = 10.0  # seconds a worker may take between runs (reaping, wiping) before it is replaced
 _HEADER = struct.Struct(">I")
 
@@ -86,6 +87,22 @@ class Pool(Protocol):
             judge: dict[str, Any] | None = None) -> RawRun: ...
 
     def close(self) -> None: ...
+
+
+def default_size() -> int:
+    """How many runs a pool keeps in flight by default: not bounded by the cores.
+
+    A run's time limit is judged on its own CPU time (see ``Limits``), so a candidate that
+    sleeps, waits or loops holds a worker, not a core's worth of the queue; workers start only
+    when callers need them. Bounded by memory: a worker with its prepared runs is a few tens of
+    MiB, and its run may take up to ``Limits.memory``, so at most one per 512 MiB of RAM.
+    """
+    cores = os.cpu_count() or 1
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        ram = 8 * 1024**3
+    return max(1, min(max(16, 8 * cores), ram // (512 * 1024**2)))
 
 
 def _b64(text: Any) -> bytes:
@@ -145,6 +162,7 @@ class _WorkerHandle:
         self._next_id = 0
         self.host_dir: str | None = None
         self.idle_pending = False  # True after a run, until the worker's idle report is read
+        self.busy: tuple[float, float] | None = None  # (start, timeout) of the run in flight
         self.cgroup = _cgroup.create()
         self.ooms = 0  # OOM kills seen in the cgroup so far: more after a run means it hit the limit
         procs = self.cgroup.procs_files if self.cgroup is not None else []
@@ -224,7 +242,7 @@ class _WorkerHandle:
         disk = "tmpfs" if config.get("hermetic") else "per-process"
         cpu = "cgroup" if "cpu" in controllers else "per-process"
         return (("processes", processes), ("memory", memory), ("cpu", cpu),
-                ("wall", "worker"), ("disk", disk))
+                ("cpu_time", "worker"), ("wall", "worker"), ("disk", disk))
 
     def _stderr_tail(self) -> str:
         try:
@@ -258,7 +276,8 @@ class _WorkerHandle:
         to the judge only, never to the candidate's process.
         """
         self._next_id += 1
-        header = json.dumps({"op": "run", "id": self._next_id, "timeout": timeout,
+        wall = limits.wall_seconds(timeout)
+        header = json.dumps({"op": "run", "id": self._next_id, "timeout": timeout, "wall": wall,
                              "max_output": limits.max_output, "judge": judge is not None,
                              "disk": limits.disk,
                              "max_result": limits.max_result_bytes}).encode("utf-8")
@@ -272,11 +291,17 @@ class _WorkerHandle:
         if judge is not None:
             extra = json.dumps(judge).encode("utf-8")
             message += _HEADER.pack(len(extra)) + extra
+        self.busy = (time.monotonic(), timeout)
         try:
-            self._write(message)
-        except OSError as exc:
-            raise WorkerDied(f"could not send the job ({exc})") from None
-        reply = self._read(time.monotonic() + timeout + BACKSTOP)
+            try:
+                self._write(message)
+            except OSError as exc:
+                raise WorkerDied(f"could not send the job ({exc})") from None
+            reply = self._read(time.monotonic() + wall + BACKSTOP)
+        finally:
+            self.busy = None
+            if self.cgroup is not None:
+                self.cgroup.set_weight(100)  # a write only if the scheduler had lowered it
         if reply.get("id") != self._next_id:
             raise WorkerDied("the worker answered out of turn")
         self.idle_pending = True
@@ -394,7 +419,7 @@ class SandboxPool:
                               f"got {isolation!r}")
         if size is not None and size < 1:
             raise ConfigError(f"a sandbox pool needs at least one worker, got size={size}")
-        self.size = size or max(1, os.cpu_count() or 1)
+        self.size = size or default_size()
         self._idle: queue.LifoQueue[_WorkerHandle] = queue.LifoQueue()
         self._workers: set[_WorkerHandle] = set()
         self._lock = threading.Lock()
@@ -402,6 +427,8 @@ class SandboxPool:
         self._closed = False
         self._pid = os.getpid()
         self._allow_root = allow_root_fallback
+        self._scheduler: threading.Thread | None = None
+        self._stop = threading.Event()
         self.level = self._resolve(isolation)
         if self.level == "rlimits":
             _fallback_identity(self._allow_root)  # refuse now, not at the first run
@@ -440,6 +467,7 @@ class SandboxPool:
         with self._slots:
             for _attempt in range(2):
                 worker = self._acquire()
+                self._start_scheduler(worker)
                 missing = _unenforced(worker.limits, limits.require)
                 if missing:
                     self._release(worker)
@@ -462,6 +490,36 @@ class SandboxPool:
         raise SandboxError(
             "the sandbox worker died twice while running this submission "
             f"({'; '.join(errors)}); this is an infrastructure fault, not a score")
+
+    def _schedule(self) -> None:
+        """Give the newest runs in flight the most CPU: a run starts at weight 10000 (100 is an
+        ordinary process's) and halves it every tenth of its timeout, down to 100.
+
+        Time limits are judged on CPU time, so how the CPU is shared out decides only how soon
+        verdicts come, and which runs meet the wall-clock backstop first. Favouring new runs, a
+        solution submitted while many loops hold the machine gets most of a core at once and
+        finishes inside its budget, while loops that have had their turn yield to it; no run
+        ever weighs less than an ordinary process. Runs only while this pool's workers have
+        cgroups with a cpu controller.
+        """
+        while not self._stop.wait(SCHEDULE_EVERY):
+            now = time.monotonic()
+            with self._lock:
+                workers = list(self._workers)
+            for worker in workers:
+                busy, group = worker.busy, worker.cgroup
+                if busy is None or group is None:
+                    continue
+                halvings = int((now - busy[0]) / max(busy[1] / 10, 1e-3))
+                group.set_weight(max(100, 10000 >> min(halvings, 14)))
+
+    def _start_scheduler(self, worker: _WorkerHandle) -> None:
+        if self._scheduler is None and worker.cgroup is not None and "cpu" in worker.cgroup.dirs:
+            with self._lock:
+                if self._scheduler is None:
+                    self._scheduler = threading.Thread(target=self._schedule, daemon=True,
+                                                       name="agentenv-sandbox-scheduler")
+                    self._scheduler.start()
 
     def _acquire(self) -> _WorkerHandle:
         while True:
@@ -498,6 +556,7 @@ class SandboxPool:
         if self._closed:
             return
         self._closed = True
+        self._stop.set()
         if os.getpid() != self._pid:
             return  # a forked copy: the workers belong to the parent process
         with self._lock:

@@ -84,6 +84,9 @@ PR_SET_DUMPABLE = 4
 PR_SET_NO_NEW_PRIVS = 38
 RESULT_FD = 3
 GRACE = 0.25  # seconds of draining after the run has ended
+CPU_RATE = 1.5  # CPUs a run can use at once at most (its cgroup's quota): paces the CPU checks
+CPU_POLL = 0.01  # seconds between CPU checks, at the least
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 _HEADER = struct.Struct(">I")
 
@@ -687,7 +690,8 @@ class Worker:
             caps = {run.res_r: max_result, run.out_r: max_output, run.err_r: max_output}
             if pair is not None:
                 caps.update(pair.caps(max_result))
-            outcome = self._collect(runs, caps, start + timeout)
+            wall = float(header.get("wall") or timeout)
+            outcome = self._collect(runs, caps, timeout, start + max(wall, timeout))
         finally:
             for each in runs:
                 each.close()
@@ -737,10 +741,41 @@ class Worker:
         kind, _, _ = self._ask(b"Q", pid)
         return kind == b"S"
 
-    def _collect(self, runs: list[_Prepared], caps: dict[int, int], deadline: float) -> dict[str, Any]:
-        """Read the runs' pipes until they close, every run ends, or the deadline; then kill them.
+    def _cpu_used(self, runs: list[_Prepared]) -> float:
+        """CPU seconds the run's processes have used so far (with the children they reaped).
+
+        In namespaces every process this worker can see belongs to the run, except the worker,
+        its zygote, bubblewrap's init and the runs prepared or reaped apart from it: so whatever
+        the candidate forked counts too. At the rlimits level only ``G`` (and ``J``) are read.
+        """
+        if self.namespaces:
+            others = {os.getpid(), self.zygote_pid, 1, *(r.pid for r in self.ready),
+                      *self.unreaped}
+            try:
+                pids = [int(n) for n in os.listdir("/proc") if n.isdigit()]
+            except OSError:
+                pids = [r.pid for r in runs]
+            pids = [p for p in pids if p not in others]
+        else:
+            pids = [r.pid for r in runs]
+        total = 0
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as handle:
+                    data = handle.read()
+                fields = data[data.rindex(b")") + 2:].split()
+                total += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
+            except (OSError, ValueError, IndexError):
+                continue  # gone in between: its time is now in its parent's
+        return total / _TICKS
+
+    def _collect(self, runs: list[_Prepared], caps: dict[int, int], cpu_limit: float,
+                 deadline: float) -> dict[str, Any]:
+        """Read the runs' pipes until they close, every run ends, or a limit; then kill them.
 
         ``runs`` is ``G`` alone, or ``G`` and its judge ``J``; the run ends when all have exited.
+        The time limit is ``cpu_limit`` seconds of CPU used by the run's processes, checked as
+        often as they could have reached it; ``deadline`` is the wall-clock backstop.
         """
         kept: dict[int, list[bytes]] = {fd: [] for fd in caps}
         size = dict.fromkeys(caps, 0)
@@ -759,9 +794,15 @@ class Worker:
         timed_out = False
         exited: set[int] = set()
         ended_at: float | None = None
+        check_cpu = time.monotonic() + cpu_limit / CPU_RATE  # the earliest it could be spent
         try:
             while True:
                 now = time.monotonic()
+                if ended_at is None and now >= check_cpu:
+                    left = cpu_limit - self._cpu_used(runs)
+                    if left <= 0:
+                        deadline = now  # its CPU time is spent: a timeout, whatever the load
+                    check_cpu = now + max(CPU_POLL, left / CPU_RATE)
                 if ended_at is None and now >= deadline:
                     timed_out = True
                     for run in runs:
@@ -777,7 +818,7 @@ class Worker:
                         ended_at = now
                 if ended_at is not None and now >= ended_at + GRACE:
                     break
-                limit = (ended_at + GRACE) if ended_at is not None else deadline
+                limit = (ended_at + GRACE) if ended_at is not None else min(deadline, check_cpu)
                 wait = max(0.0, limit - now)
                 for key, _ in sel.select(min(wait, 0.02) if polled else wait):
                     fd = int(key.fd)

@@ -1,0 +1,100 @@
+"""Verdicts do not depend on how loaded the machine is.
+
+A candidate's time limit is judged on the CPU time its run used, with a wall-clock backstop at a
+multiple of the limit; runs in flight are not bounded by the core count; a run that has had its
+share of CPU yields to newer runs. So an honest solution that needs half its time limit of CPU
+passes while many looping candidates hold the machine, and a loop is always a timeout.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from agentenv.sandbox import SandboxPool, run_tests
+
+pytestmark = pytest.mark.slow
+
+LOOPS = 16
+LOOP = "def f():\n    while True:\n        pass\n"
+
+
+def _iterations_for(cpu_seconds: float) -> int:
+    """How many iterations of the honest candidate's loop take ``cpu_seconds`` of CPU here."""
+    n, spent = 200_000, 0.0
+    while spent < 0.05:
+        start = time.process_time()
+        total = 0
+        for i in range(n):
+            total += i * i
+        spent = time.process_time() - start
+        if spent < 0.05:
+            n *= 2
+    return int(n * cpu_seconds / spent)
+
+
+def honest(cpu_seconds: float) -> str:
+    n = _iterations_for(cpu_seconds)
+    return (f"def f():\n    total = 0\n    for i in range({n}):\n        total += i * i\n"
+            "    return 1\n")
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[SandboxPool]:
+    """A pool with every worker started, as a trainer's pool is after its first batch."""
+    with SandboxPool(size=LOOPS + 4) as p:
+        warm = [threading.Thread(target=run_tests, args=("import time\ntime.sleep(0.5)\n", []),
+                                 kwargs={"pool": p}) for _ in range(LOOPS + 4)]
+        for t in warm:
+            t.start()
+        for t in warm:
+            t.join(timeout=120)
+        yield p
+
+
+def test_an_honest_half_budget_solution_passes_while_sixteen_loops_share_the_machine(
+        pool: SandboxPool) -> None:
+    """0.5 s of CPU under a 1 s limit, submitted while 16 loops run: it passes, every time."""
+    code = honest(0.5)
+    loop_results = []
+
+    def loop() -> None:
+        loop_results.append(run_tests(LOOP, ["assert f() == 1"], timeout=1.0, pool=pool))
+
+    verdicts = []
+    for _round in range(2):
+        loop_results.clear()
+        loops = [threading.Thread(target=loop) for _ in range(LOOPS)]
+        for t in loops:
+            t.start()
+        time.sleep(0.3)  # the loops are running and have used some of their CPU
+        verdicts.append(run_tests(code, ["assert f() == 1"], timeout=1.0, pool=pool))
+        for t in loops:
+            t.join(timeout=120)
+        assert len(loop_results) == LOOPS
+        assert all(r.timed_out and r.fraction == 0.0 for r in loop_results)
+    assert all(v.fraction == 1.0 and not v.timed_out for v in verdicts), verdicts
+
+
+def test_verdicts_are_the_same_idle_and_loaded(pool: SandboxPool) -> None:
+    """A mix of honest, slow-honest, wrong and looping submissions: the same verdicts alone as
+    when all of them run at once."""
+    subs = [honest(0.3), "def f():\n    return 2\n", LOOP, "def f():\n    return 1\n",
+            honest(0.3), LOOP, "import time\ndef f():\n    time.sleep(0.5)\n    return 1\n"] * 2
+    alone = [run_tests(code, ["assert f() == 1"], timeout=1.0, pool=pool).fraction
+             for code in subs]
+    together: dict[int, float] = {}
+
+    def one(i: int) -> None:
+        together[i] = run_tests(subs[i], ["assert f() == 1"], timeout=1.0, pool=pool).fraction
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(subs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert [together[i] for i in range(len(subs))] == alone
+    assert alone == [1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0] * 2
