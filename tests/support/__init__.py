@@ -1,0 +1,1 @@
+"""Helpers that test modules import (not tests themselves)."""
