@@ -4,7 +4,7 @@ sampled answers are sometimes right and sometimes wrong (so a GRPO group's rewar
 from __future__ import annotations
 
 import pytest
-from support.tiny_model import SUBMIT_TOOL, default_tasks
+from support.tiny_model import default_tasks, submit_tool
 
 from agentenv.integrations.trl import code_reward, to_records
 
@@ -20,7 +20,7 @@ def test_tiny_model_loads_offline_and_renders_tools_and_tool_calls(tiny_chat_mod
     text = tokenizer.apply_chat_template(
         [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "tool_calls": [call]},
          {"role": "tool", "name": "submit", "content": "ok"}],
-        tools=[SUBMIT_TOOL], tokenize=False)
+        tools=[submit_tool()], tokenize=False)
     assert "<tool_call>" in text and '"submit"' in text and "ok" in text
     assert tokenizer.eos_token == "<|im_end|>" and tokenizer.pad_token_id != tokenizer.eos_token_id
 

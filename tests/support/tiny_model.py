@@ -8,11 +8,12 @@
   installed the template is TRL's own copy of Qwen2.5's, which TRL recognises: it then parses
   ``<tool_call>`` blocks back into ``tool_calls`` (``environment_factory`` needs that);
   otherwise a plain ChatML template written here (enough for ``apply_chat_template``);
-- a Qwen2 causal LM of about 0.1 M parameters (hidden size 32, two layers), trained for a few
-  seconds on those chats so that it answers a task with a ``submit`` tool call or a fenced code
-  block (with or without tools in the prompt), right (the reference solution) or wrong (the
-  task's scripted buggy attempts) in roughly the proportions of ``CORRECT_SHARE``: sampled at temperature 1, a GRPO group's rewards
-  vary.
+- a Qwen2 causal LM of about 40 k parameters (hidden size 32, two layers), trained for a few
+  seconds on those chats so that it answers a task with a fenced code block (a prompt without
+  tools) or a ``submit`` tool call (a multi-turn prompt with the adapter's ``submit`` tool),
+  right (the reference solution) or wrong (the task's scripted buggy attempts) in roughly the
+  proportions of ``CORRECT_SHARE``, and after a failing call's feedback tries again: sampled at
+  temperature 1, a GRPO group's rewards vary.
 
 Deterministic for a given seed and task list. Needs torch, transformers and tokenizers (the
 ``trl`` extra brings all three). Nothing here is a test; test modules import it.
@@ -30,25 +31,19 @@ from agentenv.integrations.trl import to_records
 from agentenv.policies.scripted import fence
 from agentenv.tasks.schema import Task
 
-__all__ = ["CORRECT_SHARE", "SUBMIT_TOOL", "build_tiny_chat_model", "default_tasks"]
+__all__ = ["CORRECT_SHARE", "MULTI_TURNS", "build_tiny_chat_model", "default_tasks", "submit_tool"]
 
 CORRECT_SHARE = 0.6      # of the training answers, the share that are the reference solution
+MULTI_TURNS = 3          # the max_turns of the multi-turn prompts it is trained on
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>",
                   "<tool_response>", "</tool_response>")
 
-# The schema TRL renders for a `submit(code: str) -> str` tool (the adapter's tool).
-SUBMIT_TOOL: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "submit",
-        "description": "Submit Python code to be graded against the task's tests.",
-        "parameters": {
-            "type": "object",
-            "properties": {"code": {"type": "string", "description": "The full solution."}},
-            "required": ["code"],
-        },
-    },
-}
+
+def submit_tool() -> Any:
+    """The ``submit`` tool exactly as TRL hands it to the chat template: a bound method."""
+    from agentenv.integrations.trl import environment_factory
+
+    return environment_factory(default_tasks())().submit
 
 # ChatML with tools, for machines without TRL (whose Qwen2.5 template is preferred).
 _CHATML = (
@@ -100,20 +95,43 @@ def _assistant(code: str, as_tool: bool) -> dict[str, Any]:
     return {"role": "assistant", "content": fence(code)}
 
 
-def _examples(tasks: Sequence[Task], rng: random.Random, count: int) -> list[tuple[list[dict[str, Any]], bool]]:
-    """(messages ending in one assistant answer, rendered-with-tools) pairs.
+def _feedback(task: Task, code: str) -> str:
+    """What the multi-turn environment answers a submission of ``code`` with."""
+    from agentenv.envs.multiturn import MultiTurnCodingEnv
 
-    A prompt rendered with tools is answered with a ``submit`` call, one without with a fenced
-    block: the model need not guess the format, only whether to be right.
+    env = MultiTurnCodingEnv(tasks=[task], max_turns=MULTI_TURNS)
+    env.reset(task_index=0)
+    obs, _, _, _ = env.step(code)
+    return str(obs["feedback"])
+
+
+def _examples(tasks: Sequence[Task], rng: random.Random, count: int) -> list[tuple[list[dict[str, Any]], bool]]:
+    """(chat whose assistant turns are to be learned, rendered-with-tools) pairs.
+
+    A prompt without tools (single-turn, as ``to_records`` writes it) is answered with a fenced
+    block; one with the ``submit`` tool (multi-turn, ``max_turns=MULTI_TURNS``) with a tool
+    call, and half of those revise: a wrong call, the environment's real feedback as the tool
+    message, then a right call. The model need not guess the format, only whether to be right.
     """
-    rows = to_records(tasks)
+    single = to_records(tasks)
+    multi = to_records(tasks, max_turns=MULTI_TURNS)
+    feedback: dict[tuple[str, str], str] = {}
     out = []
     for i in range(count):
-        task, row = tasks[i % len(tasks)], rows[i % len(tasks)]
+        task = tasks[i % len(tasks)]
         right, wrong = _answers(task)
         code = right if rng.random() < CORRECT_SHARE else rng.choice(wrong)
-        as_tool = i % 2 == 0
-        out.append(([*row["prompt"], _assistant(code, as_tool)], as_tool))
+        if i % 2:
+            out.append(([*single[i % len(tasks)]["prompt"], _assistant(code, False)], False))
+            continue
+        chat = list(multi[i % len(tasks)]["prompt"])
+        if i % 4 == 0:
+            bad = rng.choice(wrong)
+            if (task.name, bad) not in feedback:
+                feedback[(task.name, bad)] = _feedback(task, bad)
+            chat += [_assistant(bad, True),
+                     {"role": "tool", "name": "submit", "content": feedback[(task.name, bad)]}]
+        out.append(([*chat, _assistant(code, True)], True))
     return out
 
 
@@ -152,14 +170,18 @@ def build_tiny_chat_model(out_dir: str | Path, tasks: Sequence[Task] | None = No
     template = chat_template()
     examples = _examples(tasks, rng, count=16 * len(tasks))
 
+    tools = [submit_tool()]
+
     def render(messages: list[dict[str, Any]], with_tools: bool, **kwargs: Any) -> str:
-        return str(tokenizer.apply_chat_template(messages, tools=[SUBMIT_TOOL] if with_tools else None,
+        return str(tokenizer.apply_chat_template(messages, tools=tools if with_tools else None,
                                                  tokenize=False, **kwargs))
 
     # The corpus the tokenizer learns its merges from: the chats themselves, rendered plainly.
     corpus = [json.dumps(m) for m, _ in examples] + [
         f"<|im_start|>{m['role']}\n{m.get('content') or ''}<|im_end|>" for ms, _ in examples for m in ms]
-    corpus += [json.dumps(SUBMIT_TOOL)] * 4
+    from transformers.utils import get_json_schema
+
+    corpus += [json.dumps(get_json_schema(tools[0]))] * 4
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     trained = _train_tokenizer(corpus, template, vocab_size)
@@ -179,7 +201,8 @@ def build_tiny_chat_model(out_dir: str | Path, tasks: Sequence[Task] | None = No
 
     sequences: list[tuple[list[int], int]] = []  # ids, where the answer starts
     for messages, with_tools in examples:
-        prompt = render(messages[:-1], with_tools, add_generation_prompt=True)
+        first_answer = next(i for i, m in enumerate(messages) if m["role"] == "assistant")
+        prompt = render(messages[:first_answer], with_tools, add_generation_prompt=True)
         full = render(messages, with_tools)
         if not full.startswith(prompt):
             raise ValueError("the chat template does not render a prompt as a prefix of the chat")
@@ -193,7 +216,7 @@ def build_tiny_chat_model(out_dir: str | Path, tasks: Sequence[Task] | None = No
     input_ids = torch.full((len(sequences), longest), pad, dtype=torch.long)
     labels = torch.full_like(input_ids, -100)
     attention = torch.zeros_like(input_ids)
-    for row, (ids, start) in enumerate(sequences):  # right-padded; loss on the answer only
+    for row, (ids, start) in enumerate(sequences):  # right-padded; loss on what follows the prompt
         input_ids[row, :len(ids)] = torch.tensor(ids)
         attention[row, :len(ids)] = 1
         labels[row, start:len(ids)] = torch.tensor(ids[start:])
