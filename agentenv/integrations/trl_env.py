@@ -49,39 +49,49 @@ EPISODE_OVER = ("The episode is over ({reason}): this submission was not graded.
 class SharedGrader:
     """The grader every environment of one factory uses: the sandbox, plus gradings started early.
 
-    :meth:`prefetch` starts grading a submission on a worker thread; :meth:`score` returns that
-    result when one was started for the same task, code and timeout, and grades directly
-    otherwise. A prefetched result is used once.
+    :meth:`prefetch` starts grading a submission on a worker thread (rollouts of one batch that
+    send the same code share one grading); :meth:`score` returns that result when one was
+    started for the same task, code and timeout, and grades directly otherwise. ``prefetched``
+    counts the gradings started early, ``hits`` the steps they served.
     """
 
     def __init__(self, inner: Grader, max_workers: int) -> None:
         self.inner = inner
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="agentenv-grade")
         self._lock = threading.Lock()
-        self._started: dict[tuple[str, str, float], Future[Scored]] = {}
-        self.prefetched = 0  # gradings started early
-        self.hits = 0        # of those, used by a step
+        self._started: dict[tuple[str, str, float], tuple[Future[Scored], int]] = {}
+        self.prefetched = 0
+        self.hits = 0
 
     def prefetch(self, task: Task, code: str, *, timeout: float) -> None:
         key = (task.name, code, timeout)
         with self._lock:
-            if key in self._started:
-                return
-            self._started[key] = self._pool.submit(self.inner.score, task, code, timeout=timeout)
-            self.prefetched += 1
+            future, waiting = self._started.get(key, (None, 0))
+            if future is None:
+                future = self._pool.submit(self.inner.score, task, code, timeout=timeout)
+                self.prefetched += 1
+            self._started[key] = (future, waiting + 1)
+
+    def _claim(self, task: Task, code: str, timeout: float) -> Future[Scored] | None:
+        key = (task.name, code, timeout)
+        with self._lock:
+            entry = self._started.pop(key, None)
+            if entry is None:
+                return None
+            future, waiting = entry
+            if waiting > 1:
+                self._started[key] = (future, waiting - 1)
+            self.hits += 1
+            return future
 
     def score(self, task: Task, code: str, *, timeout: float) -> Scored:
-        with self._lock:
-            future = self._started.pop((task.name, code, timeout), None)
-            if future is not None:
-                self.hits += 1
+        future = self._claim(task, code, timeout)
         if future is not None:
             return future.result()
         return self.inner.score(task, code, timeout=timeout)
 
     async def ascore(self, task: Task, code: str, *, timeout: float) -> Scored:
-        with self._lock:
-            future = self._started.pop((task.name, code, timeout), None)
+        future = self._claim(task, code, timeout)
         if future is not None:
             return await asyncio.wrap_future(future)
         return await self.inner.ascore(task, code, timeout=timeout)
@@ -206,10 +216,9 @@ def environment_factory(tasks: Iterable[Task] | str, *, credit: str = "final_onl
     if not (isinstance(gamma, (int, float)) and 0.0 <= gamma <= 1.0):
         raise ConfigError(f"gamma must be a number in [0, 1], got {gamma!r}")
     options = dict(env_options)
-    for reserved in ("tasks", "seed"):
-        if reserved in options:
-            raise ConfigError(f"environment_factory sets {reserved}= itself (the task comes from each "
-                              "dataset row); leave it out")
+    if "seed" in options:
+        raise ConfigError("environment_factory picks no task at random (each dataset row names "
+                          "its task), so seed= does nothing; leave it out")
     if options.get("grader") is not None and options.get("isolation") is not None:
         raise ConfigError("pass isolation= or grader=, not both (a custom grader picks its own isolation)")
     inner: Grader = options.pop("grader", None) or SandboxGrader(options.pop("isolation", None))
