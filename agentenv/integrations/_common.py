@@ -1,4 +1,4 @@
-"""What every trainer adapter shares: resolving a task list, and reading a chat completion.
+"""What every trainer adapter shares: task lists, tasks stored in a row, reading a completion.
 
 A trainer hands back what the policy produced in one of three shapes: a string, one assistant
 message, or a conversation (a list of messages, tool calls and tool results included).
@@ -15,7 +15,7 @@ from typing import Any
 from agentenv.errors import ConfigError
 from agentenv.tasks.schema import Task
 
-__all__ = ["completion_text", "resolve_tasks", "tool_call_code"]
+__all__ = ["completion_text", "decode_task", "encode_task", "resolve_tasks", "tool_call_code"]
 
 
 def resolve_tasks(tasks: Iterable[Task] | str) -> list[Task]:
@@ -104,3 +104,21 @@ def completion_text(completion: Any) -> str:
         if text:
             return text
     return ""
+
+
+def encode_task(task: Task) -> str:
+    """One task as a JSON string: a single Arrow/parquet type whatever the task holds."""
+    return json.dumps(task.to_dict(), ensure_ascii=False)
+
+
+def decode_task(value: Any) -> Task:
+    """The task :func:`encode_task` wrote (a JSON string, or the dict it decodes to)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise ConfigError(f"a row's task is not valid JSON ({exc}); write rows with agentenv's "
+                              "exporters, which store the task with encode_task") from exc
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"a row's task must be a JSON object, got {type(value).__name__}")
+    return Task.from_dict(value)
