@@ -217,3 +217,24 @@ def test_prefetch_grading_overlaps_a_batch_and_changes_no_result(overlap: bool) 
         assert make.grader.prefetched == 6  # two rollouts sent the same code: graded once
     else:
         assert grader.most == 1 and make.grader.prefetched == 0
+
+
+def test_malformed_tool_calls_read_as_no_submission_never_an_exception() -> None:
+    """Broken JSON, missing arguments, odd types: the completion falls back to its text or ""."""
+    from agentenv.integrations.trl import completion_text
+
+    odd: list[Any] = [
+        {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "submit", "arguments": "{not json"}}]},
+        {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "submit"}}]},
+        {"role": "assistant", "content": "", "tool_calls": ["nonsense", None, 3]},
+        {"role": "assistant", "content": "", "tool_calls": [{"function": {"arguments": {"a": 1, "b": 2}}}]},
+        {"role": "assistant", "content": "", "tool_calls": {"not": "a list"}},
+    ]
+    for message in odd:
+        assert completion_text([message]) == ""
+    two_strings = {"role": "assistant", "content": "text wins",
+                   "tool_calls": [{"function": {"name": "run", "arguments": {"x": "a", "y": "b"}}}]}
+    assert completion_text([two_strings]) == "text wins"  # no single code argument: the text
+    one_string = {"role": "assistant", "content": None,
+                  "tool_calls": [{"function": {"name": "python", "arguments": {"source": RIGHT}}}]}
+    assert completion_text([one_string]) == RIGHT
