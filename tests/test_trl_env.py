@@ -68,6 +68,15 @@ def test_reset_takes_the_task_from_the_row_and_submit_returns_the_feedback() -> 
     assert len(env.env.trajectory.turns) == 2
 
 
+def test_a_task_list_with_repeats_resets_onto_each_named_task() -> None:
+    """Datasets repeat tasks; every row still finds its own task."""
+    make = environment_factory([ADD, SUB, ADD, SUB, ADD])
+    for task in (SUB, ADD):
+        env = make()
+        env.reset(**to_records([task])[0])
+        assert env.env.trajectory is not None and env.env.trajectory.task_name == task.name
+
+
 def test_env_options_reach_the_multi_turn_env() -> None:
     """max_turns, feedback_from and timeout are the wrapped env's own."""
     env = environment_factory([ADD], max_turns=2, feedback_from="visible", timeout=1.5)()

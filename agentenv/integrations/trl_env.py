@@ -209,8 +209,9 @@ def environment_factory(tasks: Iterable[Task] | str, *, credit: str = "final_onl
     if not task_list:
         raise ConfigError("environment_factory needs at least one task")
     by_name: dict[str, tuple[int, Task]] = {}
-    for index, task in enumerate(task_list):
-        by_name.setdefault(task.name, (index, task))
+    for task in task_list:  # a name seen twice keeps its first task (to_records rows repeat)
+        if task.name not in by_name:
+            by_name[task.name] = (len(by_name), task)
     if credit not in SCHEMES:
         raise ConfigError(f"unknown credit scheme {credit!r}; use one of {', '.join(SCHEMES)}")
     if not (isinstance(gamma, (int, float)) and 0.0 <= gamma <= 1.0):
