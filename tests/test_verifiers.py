@@ -147,4 +147,4 @@ def test_the_env_stops_at_max_turns() -> None:
     asyncio.run(env.run(task, Agents(player)))
     assert player.last is not None
     assert player.last.trace.info["agentenv"]["stop_reason"] == "max_turns"
-    assert len(player.last.trace.info["agentenv"]["rewards"]) == 2
+    assert player.last.trace.info["agentenv"]["turns"] == 2

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from agentenv.credit import episode_return
 from agentenv.envs.multiturn import MultiTurnCodingEnv
 from agentenv.errors import ConfigError, MissingDependency
 from agentenv.integrations._common import decode_task
@@ -104,7 +105,7 @@ class CodingTextEnv(BaseTextEnv):
         return {
             "turns": len(turns),
             "solved": float(trajectory is not None and trajectory.stop_reason == "solved"),
-            "final_reward": turns[-1].reward if turns else 0.0,
+            "final_reward": episode_return(trajectory, "final_only") if trajectory else 0.0,
         }
 
 

@@ -12,8 +12,8 @@ module of that name and taking the ``Taskset`` and ``Env`` subclasses its ``__al
   path, ``max_turns``, ``feedback_from``, ``timeout``, ``token_budget``, ``prompts_dir``)
   yields one :class:`CodingTask` per agentenv task, prompted with agentenv's own templates.
 - :class:`CodingTask`'s rubric: ``tests_passed`` (weight 1: agentenv's dense reward, the last
-  reply graded in the sandbox, or the multi-turn episode's final score) and the metrics
-  ``solved`` and ``turns``.
+  reply graded in the sandbox, or the multi-turn episode's final score, ``final_only`` in
+  :mod:`agentenv.credit`) and the metrics ``solved`` and ``turns``.
 - :class:`CodingVerifiersEnv`'s ``run`` plays the user the way verifiers' TextArena env does:
   each assistant reply is one ``MultiTurnCodingEnv`` step; while the episode goes on the
   rendered feedback is the next user turn. The episode lands on the trace's ``info``.
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentenv.credit import episode_return
 from agentenv.envs.coding import CodingEnv
 from agentenv.envs.multiturn import MultiTurnCodingEnv
 from agentenv.errors import MissingDependency
@@ -58,8 +59,8 @@ class CodingTask(vf.Task[CodingData, vf.State, vf.TaskConfig]):
     async def tests_passed(self, trace: vf.Trace) -> float:
         """agentenv's dense reward: the multi-turn episode's final score, else the last reply's."""
         episode = trace.info.get(INFO_KEY)
-        if isinstance(episode, dict) and episode.get("rewards"):
-            return float(episode["rewards"][-1])
+        if isinstance(episode, dict) and episode.get("turns"):
+            return float(episode["return"])
         env = CodingEnv(tasks=[self.agentenv_task()],
                         timeout=float(self.data.info.get("env", {}).get("timeout", 5.0)))
         env.reset(task_index=0)
@@ -74,7 +75,7 @@ class CodingTask(vf.Task[CodingData, vf.State, vf.TaskConfig]):
     @vf.metric
     async def turns(self, trace: vf.Trace) -> float:
         episode = trace.info.get(INFO_KEY)
-        return float(len(episode["rewards"])) if isinstance(episode, dict) else 1.0
+        return float(episode["turns"]) if isinstance(episode, dict) else 1.0
 
 
 class CodingTasksetConfig(vf.TasksetConfig):
@@ -118,19 +119,20 @@ class CodingVerifiersEnv(vf.Env[CodingVerifiersEnvConfig]):
         options = dict(task.data.info.get("env") or {})
         env = MultiTurnCodingEnv(tasks=[decode_task(task.data.info["task"])], **options)
         env.reset(task_index=0)
-        rewards: list[float] = []
         async with agents.player.interaction(task) as interaction:
             segment = await interaction.turn()
             while not segment.terminated:
-                obs, reward, done, _ = await env.astep(segment.last_reply)
-                rewards.append(float(reward))
+                obs, _, done, _ = await env.astep(segment.last_reply)
                 if done:
                     break
                 segment = await interaction.turn(str(obs["feedback"]))
         trajectory = env.trajectory
+        assert trajectory is not None
         interaction.trace.info[INFO_KEY] = {
-            "task_name": env.current_task.name if env.current_task else None,
-            "rewards": rewards,
-            "outcomes": [t.outcome for t in trajectory.turns] if trajectory else [],
-            "stop_reason": trajectory.stop_reason if trajectory else None,
+            "task_name": trajectory.task_name,
+            "turns": len(trajectory.turns),
+            "return": episode_return(trajectory, "final_only"),  # the final turn's score
+            "step_rewards": [t.reward for t in trajectory.turns],
+            "outcomes": [t.outcome for t in trajectory.turns],
+            "stop_reason": trajectory.stop_reason,
         }
