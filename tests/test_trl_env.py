@@ -92,6 +92,22 @@ def test_env_options_reach_the_multi_turn_env() -> None:
         environment_factory([ADD], feedback_from="nobody")
 
 
+def test_token_budget_and_prompt_templates_reach_the_multi_turn_env(tmp_path: Any) -> None:
+    """token_budget bounds the episode; a feedback.j2 in prompts_dir is what submit returns."""
+    (tmp_path / "feedback.j2").write_text("CUSTOM {{ passed }}/{{ total }}")
+    env = environment_factory([ADD], max_turns=3, token_budget=100_000, prompts_dir=tmp_path)()
+    assert env.env.token_budget == 100_000
+    env.reset(**to_records([ADD], prompts_dir=tmp_path, max_turns=3)[0])
+    assert env.submit(WRONG) == "CUSTOM 1/4"
+    probe = environment_factory([ADD], max_turns=3)()
+    probe.reset(**to_records([ADD])[0])
+    first = probe.env.trajectory.metadata["prompt_tokens"] if probe.env.trajectory else 0
+    tight = environment_factory([ADD], max_turns=3, token_budget=first + 30)()
+    tight.reset(**to_records([ADD])[0])
+    tight.submit(WRONG)
+    assert tight.env.trajectory is not None and tight.env.trajectory.stop_reason == "token_budget"
+
+
 def test_get_reward_follows_the_credit_scheme() -> None:
     """get_reward is agentenv.credit.episode_return of the episode under the chosen scheme."""
     for scheme in ("final_only", "per_turn", "improvement", "discounted"):
