@@ -59,15 +59,18 @@ def tiny_chat_model(request: pytest.FixtureRequest) -> str:
     reused. Skips where the ``trl`` extra (torch, transformers, tokenizers) is not installed.
     """
     import hashlib
+    import json
     from pathlib import Path
 
     pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     tokenizers = pytest.importorskip("tokenizers")
     from support import tiny_model
+    from transformers.utils import get_json_schema
 
     source = Path(tiny_model.__file__).read_bytes()
-    key = hashlib.sha256(source + f"{transformers.__version__}/{tokenizers.__version__}".encode())
+    schema = json.dumps(get_json_schema(tiny_model.submit_tool()), sort_keys=True)  # what it learns
+    key = hashlib.sha256(source + f"{transformers.__version__}/{tokenizers.__version__}/{schema}".encode())
     out = request.config.cache.mkdir("tiny-chat-model") / key.hexdigest()[:16]
     if not out.is_dir():  # built beside, then renamed: an interrupted build leaves no half model
         staging = out.with_name(f"{out.name}.{os.getpid()}.tmp")

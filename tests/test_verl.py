@@ -231,3 +231,71 @@ def test_the_submit_tool_without_a_task_says_how_to_build_the_dataset(tmp_path: 
         FunctionCall(name="submit", arguments=json.dumps({"code": RIGHT})), {}, _agent_data("x", {})))
     assert reward == 0.0 and "to_verl_parquet" in (response.text or "")
     assert VERL_ROOT.is_dir()
+
+
+class ScriptedServer:
+    """verl's LLM server client, answering each rollout's turns from a script (token ids)."""
+
+    def __init__(self, tokenizer: Any, replies: list[str]) -> None:
+        self.tokenizer = tokenizer
+        self.replies = replies
+        self.turns: dict[str, int] = {}
+
+    async def generate(self, request_id: str, prompt_ids: list[int], sampling_params: Any,
+                       **kwargs: Any) -> Any:
+        from verl.workers.rollout.replica import TokenOutput
+
+        turn = self.turns.get(request_id, 0)
+        self.turns[request_id] = turn + 1
+        text = self.replies[min(turn, len(self.replies) - 1)]
+        ids = [*self.tokenizer(text, add_special_tokens=False)["input_ids"], self.tokenizer.eos_token_id]
+        return TokenOutput(token_ids=ids, log_probs=[0.0] * len(ids), stop_reason="completed")
+
+
+def submit_call(code: str) -> str:
+    """A hermes-format tool call, as Qwen-style models write one."""
+    return "<tool_call>\n" + json.dumps({"name": "submit", "arguments": {"code": code}}) + "\n</tool_call>"
+
+
+def test_verls_tool_agent_loop_runs_a_revision_episode_and_compute_score_reads_its_return(
+        tiny_chat_model: str) -> None:
+    """ToolAgentLoop.run (verl's multi-turn rollout): hermes tool calls reach our submit tool,
+    feedback comes back as tool turns, and the episode's return reaches compute_score."""
+    from omegaconf import OmegaConf
+    from transformers import AutoTokenizer
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap
+    from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    from agentenv.integrations.verl_tool import SubmitTool
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_chat_model)
+    config = OmegaConf.create({"actor_rollout_ref": {"rollout": {
+        "multi_turn": {"max_user_turns": 3, "max_assistant_turns": 3, "max_parallel_calls": 1,
+                       "max_tool_response_length": 2048, "tool_response_truncate_side": "middle",
+                       "format": "hermes", "tool_config_path": None, "function_tool_path": None},
+        "prompt_length": 2048, "response_length": 1024, "full_determinism": False,
+        "trace": {"backend": None, "token2text": False, "project_name": None, "experiment_name": None},
+        "agent": {"num_workers": 1, "agent_loop_config_path": None}}}, "data": {}})
+    server = ScriptedServer(tokenizer, [submit_call("def add(a, b):\n    return a - b"),
+                                        submit_call("def add(a, b):\n    return a + b"), "Done."])
+    row = to_verl_records([ADD], multi_turn=True, max_turns=3)[0]
+
+    async def rollout() -> Any:
+        loop = ToolAgentLoop(trainer_config=DictConfigWrap(config), server_manager=server,
+                             tokenizer=tokenizer, processor=None, dataset_cls=RLHFDataset,
+                             data_config=DictConfigWrap(OmegaConf.create({})),
+                             tools=ToolListWrap([SubmitTool({"type": "native", "max_turns": 3})]))
+        return await loop.run({"temperature": 1.0}, raw_prompt=row["prompt"],
+                              tools_kwargs=row["extra_info"]["tools_kwargs"],
+                              extra_info=row["extra_info"])
+
+    out = asyncio.run(rollout())
+    assert out.extra_fields["tool_rewards"] == [0.25, 1.0]
+    assert out.extra_fields[RETURN_KEY] == 1.0 and out.extra_fields["agentenv_turns"] == 2
+    assert 0 in out.response_mask and 1 in out.response_mask  # tool turns masked out of the loss
+    response = tokenizer.decode(out.response_ids)
+    assert "<tool_response>" in response and "passed" in response.lower()
+    info = dict(row["extra_info"], **out.extra_fields)
+    assert compute_score(DATA_SOURCE, response, row["reward_model"]["ground_truth"], info) == {
+        "score": 1.0, "acc": 1.0}

@@ -32,7 +32,8 @@ from agentenv.credit import SCHEMES, episode_return
 from agentenv.envs.multiturn import MultiTurnCodingEnv
 from agentenv.errors import ConfigError, MissingDependency
 from agentenv.integrations._common import decode_task
-from agentenv.integrations.verl import RETURN_KEY, TOOL_NAME
+from agentenv.integrations.trl_env import CodingToolEnv
+from agentenv.integrations.verl import RETURN_KEY
 
 try:
     from verl.tools.base_tool import BaseTool
@@ -40,22 +41,17 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependency.for_extra("verl", "verl", "agentenv.integrations.verl_tool") from exc
 
-__all__ = ["SCHEMA", "SubmitTool"]
+__all__ = ["SubmitTool", "tool_schema_dict"]
 
-SCHEMA: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": TOOL_NAME,
-        "description": "Submit Python code to be graded against the task's hidden tests; returns "
-                       "how many tests passed and which ones failed.",
-        "parameters": {
-            "type": "object",
-            "properties": {"code": {"type": "string",
-                                    "description": "The complete Python solution."}},
-            "required": ["code"],
-        },
-    },
-}
+
+def tool_schema_dict() -> dict[str, Any]:
+    """The ``submit`` tool as the model sees it: built, as TRL builds it, from the signature and
+    docstring of :meth:`agentenv.integrations.trl_env.CodingToolEnv.submit` (one description)."""
+    from transformers.utils import get_json_schema
+
+    schema: dict[str, Any] = get_json_schema(CodingToolEnv.submit)
+    return schema
+
 MAX_LIVE_EPISODES = 4096  # rollouts that never finished are forgotten beyond this many
 
 
@@ -69,7 +65,7 @@ class SubmitTool(BaseTool):
         if self.credit not in SCHEMES:
             raise ConfigError(f"unknown credit scheme {self.credit!r}; use one of {', '.join(SCHEMES)}")
         self.env_options = options
-        schema = tool_schema or OpenAIFunctionToolSchema.model_validate(SCHEMA)
+        schema = tool_schema or OpenAIFunctionToolSchema.model_validate(tool_schema_dict())
         super().__init__(config, schema)
         self._instances: dict[str, dict[str, Any]] = {}
         self._episodes: OrderedDict[str, MultiTurnCodingEnv] = OrderedDict()
