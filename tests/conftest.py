@@ -55,7 +55,7 @@ def unreachable_hub(monkeypatch: pytest.MonkeyPatch) -> None:
 def tiny_chat_model(request: pytest.FixtureRequest) -> str:
     """A directory holding the tiny local chat model (see tests/support/tiny_model.py).
 
-    Built once per machine and code version into pytest's cache (about half a minute), then
+    Built once per machine and code version into pytest's cache (under a minute), then
     reused. Skips where the ``trl`` extra (torch, transformers, tokenizers) is not installed.
     """
     import hashlib

@@ -1,4 +1,4 @@
-"""A tiny local chat model for tests that need a real one: built in seconds, no Hub.
+"""A tiny local chat model for tests that need a real one: built in under a minute, no Hub.
 
 :func:`build_tiny_chat_model` writes a directory that ``AutoTokenizer.from_pretrained`` and
 ``AutoModelForCausalLM.from_pretrained`` (and so TRL's ``GRPOTrainer(model=path)``) load offline:
@@ -8,8 +8,8 @@
   installed the template is TRL's own copy of Qwen2.5's, which TRL recognises: it then parses
   ``<tool_call>`` blocks back into ``tool_calls`` (``environment_factory`` needs that);
   otherwise a plain ChatML template written here (enough for ``apply_chat_template``);
-- a Qwen2 causal LM of about 40 k parameters (hidden size 32, two layers), trained for a few
-  seconds on those chats so that it answers a task with a fenced code block (a prompt without
+- a Qwen2 causal LM of about 40 k parameters (hidden size 32, two layers), trained for under a
+  minute on those chats so that it answers a task with a fenced code block (a prompt without
   tools) or a ``submit`` tool call (a multi-turn prompt with the adapter's ``submit`` tool),
   right (the reference solution) or wrong (the task's scripted buggy attempts) in roughly the
   proportions of ``CORRECT_SHARE``, and after a failing call's feedback tries again: sampled at
@@ -159,7 +159,7 @@ def build_tiny_chat_model(out_dir: str | Path, tasks: Sequence[Task] | None = No
     """Build, train and save the tiny chat model into ``out_dir``; return the directory.
 
     ``tasks`` (default :func:`default_tasks`) are what it learns to answer; each needs a
-    reference solution. ``steps`` minibatches of ``batch_size`` chats take about ten seconds on one core.
+    reference solution. ``steps`` minibatches of ``batch_size`` chats take 30-60 s on one busy core.
     """
     import torch
     from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
