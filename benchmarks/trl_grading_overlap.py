@@ -6,8 +6,9 @@ TRL 1.16 runs tools one rollout at a time and waits for each result, so a batch'
 queue up. This replays that loop exactly as TRL drives it (reset every rollout, then for each
 tool round call submit once per rollout, in order, appending the regenerated assistant message
 to the rollout's completion) over builtin tasks, half the submissions right and half a buggy
-attempt, two rounds; once plainly, once through PrefetchGrading. It prints the median batch
-time of each and their ratio. With ``--trainer`` (a local chat model directory, e.g. the tiny
+attempt, two rounds; once plainly, once through PrefetchGrading; with the builtin tests as
+they are (a few ms each) and with 50 ms added per grading. It prints the median batch time of
+each and their ratio. With ``--trainer`` (a local chat model directory, e.g. the tiny
 test model) it also times TRL's tool loop inside two real GRPOTrainer steps of the multi-turn recipe
 (regeneration included) both ways.
 """
@@ -51,7 +52,7 @@ class Prefetched(PrefetchGrading, ToolLoop):
     pass
 
 
-def one_batch(loop_cls: type[ToolLoop], rollouts: int) -> float:
+def one_batch(loop_cls: type[ToolLoop], rollouts: int, slow_ms: int = 0) -> float:
     tasks = [t for t in builtin_tasks() if t.metadata.get("attempts")][:8]
     make = environment_factory(tasks, max_turns=3)
     rows = to_records(tasks, max_turns=3)
@@ -61,9 +62,11 @@ def one_batch(loop_cls: type[ToolLoop], rollouts: int) -> float:
         env = make()
         env.reset(**row)
         envs.append(env)
-        buggy = task.metadata["attempts"][0] + f"\n# rollout {i}\n"
-        first.append(buggy if i % 2 else str(task.reference_solution))
-        second.append(str(task.reference_solution) + f"\n# rollout {i}\n")
+        # slow_ms of wall time per grading (at import), as heavier hidden tests would take
+        pause = f"import time\ntime.sleep({slow_ms / 1000})\n" if slow_ms else ""
+        buggy = pause + task.metadata["attempts"][0] + f"\n# rollout {i}\n"
+        first.append(buggy if i % 2 else pause + str(task.reference_solution))
+        second.append(pause + str(task.reference_solution) + f"\n# rollout {i}\n")
     loop = loop_cls(envs, [first, second])
     start = time.perf_counter()
     loop._tool_call_loop(None, None, None, [[call(c)] for c in first])
@@ -112,12 +115,14 @@ def main() -> None:
     parser.add_argument("--trainer", metavar="MODEL_DIR")
     args = parser.parse_args()
     one_batch(ToolLoop, 2)  # warm the sandbox pool
-    plain = [one_batch(ToolLoop, args.rollouts) for _ in range(args.repeats)]
-    over = [one_batch(Prefetched, args.rollouts) for _ in range(args.repeats)]
-    p, o = statistics.median(plain), statistics.median(over)
-    print(f"tool loop, {args.rollouts} rollouts x 2 rounds, median of {args.repeats}:")
-    print(f"  sequential (TRL as is)   {p:7.3f} s")
-    print(f"  PrefetchGrading          {o:7.3f} s   ratio {p / o:5.2f}x")
+    for slow_ms in (0, 50):
+        plain = [one_batch(ToolLoop, args.rollouts, slow_ms) for _ in range(args.repeats)]
+        over = [one_batch(Prefetched, args.rollouts, slow_ms) for _ in range(args.repeats)]
+        p, o = statistics.median(plain), statistics.median(over)
+        print(f"tool loop, {args.rollouts} rollouts x 2 rounds, +{slow_ms} ms per grading, "
+              f"median of {args.repeats}:")
+        print(f"  sequential (TRL as is)   {p:7.3f} s")
+        print(f"  PrefetchGrading          {o:7.3f} s   ratio {p / o:5.2f}x")
     if args.trainer:
         trainer_steps(args.trainer, prefetch=True)  # warm-up: model load, pools
         seq, pre = [], []
