@@ -5,6 +5,7 @@ structured events a test triggers."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 from collections.abc import Iterator, MutableMapping
 from typing import Any
@@ -51,3 +52,32 @@ def unreachable_hub(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HTTPS_PROXY", "https_proxy",
                 apps.ENV_VAR, livecodebench.ENV_VAR, mbpp.ENV_VAR):
         monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_chat_model(request: pytest.FixtureRequest) -> str:
+    """A directory holding the tiny local chat model (see tests/support/tiny_model.py).
+
+    Built once per machine and code version into pytest's cache (under a minute), then
+    reused. Skips where the ``trl`` extra (torch, transformers, tokenizers) is not installed.
+    """
+    import hashlib
+    import json
+    from pathlib import Path
+
+    pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    tokenizers = pytest.importorskip("tokenizers")
+    from support import tiny_model
+    from transformers.utils import get_json_schema
+
+    source = Path(tiny_model.__file__).read_bytes()
+    schema = json.dumps(get_json_schema(tiny_model.submit_tool()), sort_keys=True)  # what it learns
+    key = hashlib.sha256(source + f"{transformers.__version__}/{tokenizers.__version__}/{schema}".encode())
+    out = request.config.cache.mkdir("tiny-chat-model") / key.hexdigest()[:16]
+    if not out.is_dir():  # built beside, then renamed: an interrupted build leaves no half model
+        staging = out.with_name(f"{out.name}.{os.getpid()}.tmp")
+        shutil.rmtree(staging, ignore_errors=True)
+        tiny_model.build_tiny_chat_model(staging)
+        os.replace(staging, out)
+    return str(out)

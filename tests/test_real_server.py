@@ -27,7 +27,6 @@ if not os.environ.get("CI"):  # in CI a missing extra is a failure, not a skip
     pytest.importorskip("transformers", reason="needs the serve extra: pip install -e '.[serve]'")
     pytest.importorskip("fastapi", reason="needs the serve extra: pip install -e '.[serve]'")
 
-from support.tiny_model import build_tiny_chat_model
 
 START_TIMEOUT = 180.0  # importing torch and transformers on a loaded 2-core machine (hang guard)
 
@@ -75,8 +74,9 @@ class Served:
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_chat_model(tmp_path_factory.mktemp("tiny-chat-model"))
+def model_dir(tiny_chat_model: str) -> Path:
+    """The suite's tiny chat model (tests/support/tiny_model.py), built once and cached."""
+    return Path(tiny_chat_model)
 
 
 @pytest.fixture(scope="module")

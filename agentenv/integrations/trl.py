@@ -10,7 +10,8 @@ reward does not apply. This module follows that convention:
   task columns the reward needs; :func:`to_hf_dataset` wraps them in a ``datasets.Dataset``
   (the ``hf`` extra);
 - :func:`code_reward` (threads) and :func:`acode_reward` (asyncio; TRL awaits async reward
-  functions concurrently) extract code from each completion, run it against that row's checks
+  functions concurrently) extract code from each completion (its text, or the code argument
+  of its last tool call), run it against that row's checks
   in the sandbox and return agentenv's dense reward; :func:`make_code_reward` builds variants
   with another reward, timeout, isolation level or concurrency.
 
@@ -23,6 +24,9 @@ the reward needs them; the prompt never shows them.
 One bad completion never costs a batch: whatever a completion does is a result, and an
 infrastructure fault while scoring one row (a sandbox error) scores that row 0, with a
 ``code_reward_row_failed`` warning in the log, while the other rows keep their rewards.
+
+Multi-turn training (``environment_factory``, a ``submit`` tool, grading that overlaps across a
+batch) lives in :mod:`agentenv.integrations.trl_env` and is re-exported here.
 
 Not here: generation, the trainer, or anything that imports torch.
 """
@@ -40,6 +44,8 @@ from typing import Any
 
 from agentenv.errors import ConfigError, IsolationUnavailable, MissingDependency
 from agentenv.extract import extract_code
+from agentenv.integrations._common import completion_text, resolve_tasks
+from agentenv.integrations.trl_env import CodingToolEnv, PrefetchGrading, environment_factory
 from agentenv.log import get_logger
 from agentenv.prompts import Prompts
 from agentenv.records import classify_outcome
@@ -56,10 +62,13 @@ from agentenv.tasks.schema import (
 
 __all__ = [
     "ROW_COLUMNS",
+    "CodingToolEnv",
+    "PrefetchGrading",
     "acode_reward",
     "code_reward",
     "completion_text",
     "decode_checks",
+    "environment_factory",
     "make_code_reward",
     "to_hf_dataset",
     "to_records",
@@ -80,22 +89,11 @@ log = get_logger(__name__)
 
 # -- datasets --------------------------------------------------------------------------------
 
-def _resolve_tasks(tasks: Iterable[Task] | str) -> list[Task]:
-    if isinstance(tasks, str):
-        from agentenv.tasks import load_tasks
-
-        return load_tasks(tasks)
-    out = list(tasks)
-    for task in out:
-        if not isinstance(task, Task):
-            raise ConfigError(f"expected Task objects (or a task-set name), got {type(task).__name__}")
-    return out
-
-
-def _prompt(task: Task, prompts: Prompts, conversational: bool, system_prompt: str | None) -> Any:
+def _prompt(task: Task, prompts: Prompts, conversational: bool, system_prompt: str | None,
+            max_turns: int) -> Any:
     """The prompt cell for ``task``: the env's own opening messages, or the same text as one string."""
-    system = prompts.system(max_turns=1) if system_prompt is None else system_prompt
-    user = prompts.task(task, max_turns=1)
+    system = prompts.system(max_turns=max_turns) if system_prompt is None else system_prompt
+    user = prompts.task(task, max_turns=max_turns)
     if not conversational:
         return f"{system}\n\n{user}" if system else user
     messages = [{"role": "system", "content": system}] if system else []
@@ -103,8 +101,8 @@ def _prompt(task: Task, prompts: Prompts, conversational: bool, system_prompt: s
 
 
 def to_records(tasks: Iterable[Task] | str, *, conversational: bool = True,
-               system_prompt: str | None = None,
-               prompts_dir: str | Path | None = None) -> list[dict[str, Any]]:
+               system_prompt: str | None = None, prompts_dir: str | Path | None = None,
+               max_turns: int = 1) -> list[dict[str, Any]]:
     """One row per task: ``prompt`` plus the columns :func:`code_reward` reads.
 
     The prompt is what ``CodingEnv``'s policies see: the packaged ``system.j2`` and ``task.j2``
@@ -112,14 +110,18 @@ def to_records(tasks: Iterable[Task] | str, *, conversational: bool = True,
     a hidden one. It is a list of ``{"role", "content"}`` messages (TRL's conversational format;
     TRL applies the model's chat template) or, with ``conversational=False``, one string (TRL's
     standard format, for base models). ``system_prompt`` replaces the system text ("" drops it).
-    ``tasks`` may also be a task-set name or path, loaded with ``load_tasks``. Needs no
+    ``tasks`` may also be a task-set name or path, loaded with ``load_tasks``. ``max_turns``
+    is what the templates tell the policy: pass the ``max_turns`` of a multi-turn
+    :func:`environment_factory` so the prompt matches ``MultiTurnCodingEnv``'s. Needs no
     third-party package.
     """
+    if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
+        raise ConfigError(f"max_turns must be an int >= 1, got {max_turns!r}")
     prompts = Prompts(prompts_dir)
     rows = []
-    for task in _resolve_tasks(tasks):
+    for task in resolve_tasks(tasks):
         rows.append({
-            "prompt": _prompt(task, prompts, conversational, system_prompt),
+            "prompt": _prompt(task, prompts, conversational, system_prompt, max_turns),
             "task_name": task.name,
             "entry_point": task.entry_point,
             "checks": json.dumps([check_to_dict(c) for c in task.checks]),
@@ -134,56 +136,21 @@ def to_records(tasks: Iterable[Task] | str, *, conversational: bool = True,
 
 
 def to_hf_dataset(tasks: Iterable[Task] | str, *, conversational: bool = True,
-                  system_prompt: str | None = None, prompts_dir: str | Path | None = None) -> Any:
+                  system_prompt: str | None = None, prompts_dir: str | Path | None = None,
+                  max_turns: int = 1) -> Any:
     """The rows of :func:`to_records` as a ``datasets.Dataset``, ready for ``GRPOTrainer``."""
     try:
         import datasets
     except ImportError as exc:
         raise MissingDependency.for_extra("datasets", "hf", "to_hf_dataset") from exc
     records = to_records(tasks, conversational=conversational, system_prompt=system_prompt,
-                         prompts_dir=prompts_dir)
+                         prompts_dir=prompts_dir, max_turns=max_turns)
     if not records:
         raise ConfigError("to_hf_dataset needs at least one task")
     return datasets.Dataset.from_list(records)
 
 
 # -- reading one batch -------------------------------------------------------------------------
-
-def completion_text(completion: Any) -> str:
-    """The text of one completion, in TRL's standard or conversational format.
-
-    A string is itself. A conversation (a list of message dicts) gives the content of its last
-    assistant message that has text; content given as a list of parts (``{"type": "text",
-    "text": ...}``) is joined. Anything else gives "" (and so a reward of 0).
-    """
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, Mapping):
-        completion = [completion]
-    if not isinstance(completion, Sequence):
-        return ""
-    for message in reversed(completion):
-        if not isinstance(message, Mapping) or message.get("role", "assistant") != "assistant":
-            continue
-        text = _content_text(message.get("content"))
-        if text:
-            return text
-    return ""
-
-
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, Sequence):
-        parts = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-        return "".join(parts)
-    return ""
-
 
 def decode_checks(value: Any) -> tuple[Check, ...] | None:
     """A row's ``checks`` value as a tuple of checks; ``None`` when the row has none.

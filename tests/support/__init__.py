@@ -1,1 +1,1 @@
-"""Helpers shared by agentenv's own tests (not part of the package)."""
+"""Helpers that test modules import (not tests themselves): the tiny local chat model."""
