@@ -55,7 +55,7 @@ def unreachable_hub(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="session")
-def tiny_chat_model(request: pytest.FixtureRequest) -> str:
+def tiny_chat_model(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
     """A directory holding the tiny local chat model (see tests/support/tiny_model.py).
 
     Built once per machine and code version into pytest's cache (under a minute), then
@@ -74,7 +74,9 @@ def tiny_chat_model(request: pytest.FixtureRequest) -> str:
     source = Path(tiny_model.__file__).read_bytes()
     schema = json.dumps(get_json_schema(tiny_model.submit_tool()), sort_keys=True)  # what it learns
     key = hashlib.sha256(source + f"{transformers.__version__}/{tokenizers.__version__}/{schema}".encode())
-    out = request.config.cache.mkdir("tiny-chat-model") / key.hexdigest()[:16]
+    cache = getattr(request.config, "cache", None)  # None under -p no:cacheprovider
+    root = cache.mkdir("tiny-chat-model") if cache is not None else tmp_path_factory.mktemp("tiny")
+    out = root / key.hexdigest()[:16]
     if not out.is_dir():  # built beside, then renamed: an interrupted build leaves no half model
         staging = out.with_name(f"{out.name}.{os.getpid()}.tmp")
         shutil.rmtree(staging, ignore_errors=True)
