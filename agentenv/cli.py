@@ -41,6 +41,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from agentenv.choices import Backend, FeedbackSource, Mode, StopWhen, values
 from agentenv.errors import AgentEnvError, ConfigError
 from agentenv.untrusted import printable
 
@@ -164,19 +165,19 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=0, help="run seed; episode seeds derive from it")
     run.add_argument("--concurrency", type=_positive_int, default=8,
                      help="policy calls in flight at once (default: 8)")
-    run.add_argument("--backend", choices=("local", "ray"), default="local",
+    run.add_argument("--backend", choices=values(Backend), default=Backend.LOCAL.value,
                      help="where episodes run (default: local)")
     run.add_argument("--address", default=None, help="Ray cluster address for --backend ray")
     run.add_argument("--token-budget", type=_positive_int, default=None,
                      help="end an episode when its conversation would exceed this many tokens")
     run.add_argument("--prompts-dir", default=None, help="directory of Jinja templates overriding "
                                                          "system.j2 / task.j2 / feedback.j2")
-    run.add_argument("--feedback-from", choices=("all", "visible"), default="all",
+    run.add_argument("--feedback-from", choices=values(FeedbackSource), default=FeedbackSource.ALL.value,
                      help="which failing checks the feedback shows (default: all)")
     run.add_argument("--repair-tree", type=_tree_shape, default=None, metavar="N,M",
                      help="repair trees: N first programs per task, M repairs from each failing "
                           "one (the shared first turn is generated once); --max-turns 2 is one repair")
-    run.add_argument("--stop-when", choices=("hidden", "visible"), default="hidden",
+    run.add_argument("--stop-when", choices=values(StopWhen), default=StopWhen.HIDDEN.value,
                      help="which checks end an episode when they pass; the reward always comes "
                           "from the hidden ones (default: hidden)")
     run.add_argument("--timeout", type=_nonneg_float, default=5.0,
@@ -425,11 +426,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     tasks = _load_tasks(args)
     policy = _make_run_policy(args, tasks)
-    if args.address and args.backend != "ray":
+    if args.address and args.backend != Backend.RAY:
         raise ConfigError("--address applies to --backend ray")
     if args.prompts_dir is not None and not Path(args.prompts_dir).is_dir():
         raise ConfigError(f"--prompts-dir {args.prompts_dir} is not a directory")
-    mode = "single_step" if args.single_step else "multi_turn"
+    mode = Mode.SINGLE_STEP.value if args.single_step else Mode.MULTI_TURN.value
     config = RolloutConfig(
         tasks=args.tasks, policy=args.policy,
         model=(args.model or "gpt-4o") if args.policy == "openai" else None,
@@ -454,7 +455,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.policy == "scripted" and unscripted and not quiet:
         err.print(f"note: {len(unscripted)} of {_plural(len(tasks), 'task')} without scripted "
                   "attempts: the scripted policy answers them with the reference solution")
-    if args.token_budget is not None and mode == "multi_turn" and not quiet:
+    if args.token_budget is not None and mode == Mode.MULTI_TURN and not quiet:
         from agentenv.tokens import DEFAULT_MODEL, OFFLINE_ENCODING, approximation
 
         why = approximation(config.model or DEFAULT_MODEL)
@@ -718,8 +719,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if len(args.runs) != 2:
         raise ConfigError("report takes one run, or two (a single-step run and a multi-turn run)")
     modes = {run: report.run_mode(report.load_run(run)) for run in args.runs}
-    single = [r for r, m in modes.items() if m == "single_step"]
-    multi = [r for r, m in modes.items() if m != "single_step"]
+    single = [r for r, m in modes.items() if m == Mode.SINGLE_STEP]
+    multi = [r for r, m in modes.items() if m != Mode.SINGLE_STEP]
     if not single:  # two multi-turn runs (or one twice): the first's first turns are the samples
         single, multi = [args.runs[0]], [args.runs[1]]
     if len(single) != 1 or len(multi) != 1:

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agentenv.choices import Mode
 from agentenv.envs.multiturn import EpisodeCore, StepResult
 from agentenv.envs.scoring import Grader
 from agentenv.rewards import RewardFn, dense_reward
@@ -41,7 +42,7 @@ class CodingEnv(EpisodeCore):
     ``info`` carries ``terminated=True`` and ``stop_reason="single_step"`` on every step.
     """
 
-    mode = "single_step"
+    mode: str = Mode.SINGLE_STEP.value
 
     def __init__(self, tasks: Sequence[Task] = TASKS, timeout: float = 5.0, seed: int | None = None,
                  *, reward_fn: RewardFn = dense_reward, isolation: str | None = None,

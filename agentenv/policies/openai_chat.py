@@ -36,6 +36,7 @@ from typing import Any
 
 import tenacity
 
+from agentenv.choices import Transport, parse, values
 from agentenv.errors import (
     AgentEnvError,
     ConfigError,
@@ -64,7 +65,7 @@ DEFAULT_SYSTEM_PROMPT = (
     "You are an expert Python programmer. Solve the task. Answer with the complete solution "
     "in a single ```python code block."
 )
-TRANSPORTS = ("auto", "aiohttp", "sdk")
+TRANSPORTS = values(Transport)
 _NO_KEY_PLACEHOLDER = "not-needed"  # local OpenAI-compatible servers ignore the key
 _TOKEN_BUDGET_HINT = ("the conversation no longer fits the model's context: cap it with "
                       "--token-budget (MultiTurnCodingEnv(token_budget=...)) below the context length")
@@ -201,8 +202,7 @@ class OpenAIPolicy:
             raise ConfigError("breaker_threshold and breaker_seconds must be >= 0")
         if max_tokens is not None and max_tokens < 1:
             raise ConfigError(f"max_tokens must be a positive integer, got {max_tokens!r}")
-        if transport not in TRANSPORTS:
-            raise ConfigError(f"transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
+        transport = parse(Transport, transport, "transport").value
         self.model = model
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "").rstrip("/") or None
         key = api_key or os.environ.get("OPENAI_API_KEY") or None

@@ -15,23 +15,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
+from agentenv.choices import Backend, FeedbackSource, Mode, StopWhen, parse, values
 from agentenv.errors import ConfigError
 from agentenv.tasks.schema import Task
 
 __all__ = ["MODES", "EpisodeSpec", "RolloutConfig", "episode_seed", "make_env", "plan_episodes",
            "task_set_hash"]
 
-MODES = ("multi_turn", "single_step")
-FEEDBACK_FROM = ("all", "visible")
-STOP_WHEN = ("hidden", "visible")
-BACKENDS = ("local", "ray")
+MODES = values(Mode)
 # Settings that change what an episode is; a resumed run must keep them.
 # (The task set itself is guarded by its hash; base_url may change, e.g. a restarted server.)
 _IDENTITY = ("policy", "model", "mode", "max_turns", "seed", "timeout", "token_budget",
              "prompts_dir", "feedback_from", "temperature")
 # Settings added later: part of the identity only when not at their default, so that runs
 # written before they existed still resume.
-_IDENTITY_IF_SET = {"stop_when": "hidden"}
+_IDENTITY_IF_SET = {"stop_when": StopWhen.HIDDEN.value}
 
 
 @dataclass(frozen=True)
@@ -62,15 +60,10 @@ class RolloutConfig:
     address: str | None = None
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ConfigError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
-        if self.feedback_from not in FEEDBACK_FROM:
-            raise ConfigError(f"feedback_from must be one of {', '.join(FEEDBACK_FROM)}, "
-                              f"got {self.feedback_from!r}")
-        if self.stop_when not in STOP_WHEN:
-            raise ConfigError(f"stop_when must be one of {', '.join(STOP_WHEN)}, got {self.stop_when!r}")
-        if self.backend not in BACKENDS:
-            raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        # Checked against the choice sets; stored as the plain string (config.json holds strings).
+        for name, choices in (("mode", Mode), ("feedback_from", FeedbackSource),
+                              ("stop_when", StopWhen), ("backend", Backend)):
+            object.__setattr__(self, name, parse(choices, getattr(self, name), name).value)
         for name in ("max_turns", "samples", "concurrency"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -79,7 +72,7 @@ class RolloutConfig:
             raise ConfigError(f"timeout must be > 0 seconds, got {self.timeout!r}")
         if self.token_budget is not None and self.token_budget < 1:
             raise ConfigError(f"token_budget must be >= 1 (or unset), got {self.token_budget!r}")
-        if self.mode == "single_step" and self.max_turns != 1:
+        if self.mode == Mode.SINGLE_STEP and self.max_turns != 1:
             object.__setattr__(self, "max_turns", 1)  # a bandit has exactly one turn
 
     def to_dict(self) -> dict[str, Any]:
@@ -158,7 +151,7 @@ def make_env(config: RolloutConfig, tasks: Sequence[Task], seed: int) -> Any:
         options["prompts_dir"] = config.prompts_dir
     if config.model is not None:  # count the budget with the policy model's own tokenizer
         options["tokenizer"] = config.model
-    if config.mode == "single_step":
+    if config.mode == Mode.SINGLE_STEP:
         from agentenv.envs.coding import CodingEnv
 
         return CodingEnv(tasks=tasks, timeout=config.timeout, seed=seed, **options)

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agentenv.choices import Mode
 from agentenv.errors import ConfigError, EnvStateError
 from agentenv.log import get_logger
 from agentenv.policies.base import acall_policy, policy_model, policy_name
@@ -74,7 +75,7 @@ async def arun_repair_trees(tasks: Sequence[Task], policy: Any, config: RolloutC
     tasks = list(tasks)
     if not tasks:
         raise ConfigError("the task set is empty; check --tasks and its filters")
-    if config.mode != "multi_turn" or config.max_turns < 2:
+    if config.mode != Mode.MULTI_TURN or config.max_turns < 2:
         raise ConfigError("a repair tree needs multi-turn episodes with max_turns >= 2 "
                           "(drop --single-step; --max-turns 2 gives one repair per branch)")
     for name, value in (("initial", initial), ("repairs", repairs)):
