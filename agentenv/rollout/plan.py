@@ -19,8 +19,8 @@ from agentenv.choices import Backend, FeedbackSource, Mode, StopWhen, parse, val
 from agentenv.errors import ConfigError
 from agentenv.tasks.schema import Task
 
-__all__ = ["MODES", "EpisodeSpec", "RolloutConfig", "episode_seed", "make_env", "plan_episodes",
-           "task_set_hash"]
+__all__ = ["MODES", "EpisodeSpec", "RolloutConfig", "config_record", "episode_seed", "make_env",
+           "plan_episodes", "run_identity", "task_set_hash"]
 
 MODES = values(Mode)
 # Settings that change what an episode is; a resumed run must keep them.
@@ -140,6 +140,19 @@ def task_set_hash(tasks: Sequence[Task]) -> str:
             h.update(str(check).encode())
         h.update(b"\x00")
     return h.hexdigest()[:16]
+
+
+def config_record(config: RolloutConfig, tasks: Sequence[Task], policy_name: str,
+                  policy_model: str | None) -> dict[str, Any]:
+    """What ``config.json`` records about a run: its settings, the policy and the task set."""
+    return {**config.to_dict(), "policy_name": policy_name,
+            "policy_model": policy_model or config.model, "n_tasks": len(tasks),
+            "task_set_hash": task_set_hash(tasks)}
+
+
+def run_identity(config: RolloutConfig, tasks: Sequence[Task]) -> dict[str, Any]:
+    """The settings and task set a resumed run must share with the one it continues."""
+    return {**config.identity(), "task_set_hash": task_set_hash(tasks)}
 
 
 def make_env(config: RolloutConfig, tasks: Sequence[Task], seed: int) -> Any:

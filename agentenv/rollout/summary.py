@@ -16,8 +16,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agentenv.records import Trajectory
+from agentenv.rollout.plan import RolloutConfig
 
-__all__ = ["summarize", "summarize_group"]
+__all__ = ["run_record", "summarize", "summarize_group"]
 
 _UNKNOWN = "unknown"
 
@@ -81,4 +82,19 @@ def summarize(trajectories: Iterable[Trajectory], *, difficulty_order: Sequence[
             {"task_name": name, "difficulty": group[0].difficulty, **summarize_group(group)}
             for name, group in by_task.items()
         ],
+    }
+
+
+def run_record(config: RolloutConfig, *, policy: str, model: str | None, planned: int, resumed: int,
+               ran: int, failed: int, seconds: float, stopped: str | None) -> dict[str, Any]:
+    """``summary["run"]``: how the run went (what was planned, resumed, run and failed, how
+    long it took and why it stopped early, if it did)."""
+    return {
+        "policy": policy, "model": model or config.model,
+        "tasks": config.tasks, "mode": config.mode, "max_turns": config.max_turns,
+        "samples": config.samples, "seed": config.seed, "backend": config.backend,
+        "concurrency": config.concurrency, "planned": planned, "resumed": resumed,
+        "ran": ran, "failed": failed, "seconds": round(seconds, 3),
+        "episodes_per_second": round(ran / seconds, 3) if seconds > 0 else None,
+        "stopped": stopped,
     }
