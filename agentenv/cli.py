@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import difflib
 import json
 import math
 import os
@@ -297,12 +296,9 @@ def _load_tasks(args: argparse.Namespace, spec: str | None = None) -> list[Any]:
 
 
 def _find_task(tasks: Sequence[Any], name: str, where: str) -> Any:
-    for task in tasks:
-        if task.name == name:
-            return task
-    close = difflib.get_close_matches(name, [t.name for t in tasks], n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else f"; see `agentenv tasks list --tasks {where}`"
-    raise ConfigError(f"no task named {name!r} in {where}{hint}")
+    from agentenv.tasks.select import index_of
+
+    return tasks[index_of(tasks, name, where=where)]
 
 
 def _configure_logging(level: str, as_json: bool) -> None:

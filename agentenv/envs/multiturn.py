@@ -78,6 +78,7 @@ from agentenv.records import Trajectory, TurnRecord, classify_outcome
 from agentenv.rewards import RewardFn, checked_reward, dense_reward
 from agentenv.sandbox._redact import redact_result, redact_secrets, secret_values
 from agentenv.sandbox.result import RunResult
+from agentenv.tasks import select
 from agentenv.tasks.schema import Task
 from agentenv.tokens import TokenCounter, Tokenizer
 
@@ -240,10 +241,7 @@ class EpisodeCore:
                 self._rng = random.Random(self._rng_seed)
             task = self._rng.choice(self.tasks)
         else:
-            if isinstance(task_index, bool) or not isinstance(task_index, int) or \
-                    not -len(self.tasks) <= task_index < len(self.tasks):
-                raise ConfigError(f"task_index must be an int in [0, {len(self.tasks)}), got {task_index!r}")
-            task = self.tasks[task_index]
+            task = self.tasks[select.task_index(self.tasks, task_index, negative=True)]
         system = self.prompts.system(max_turns=self.max_turns)
         user = self.prompts.task(task, max_turns=self.max_turns)
         prompt_tokens = self._conversation.start([("system", system), ("user", user)])
