@@ -30,7 +30,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NoReturn
@@ -359,7 +359,7 @@ def _make_run_policy(args: argparse.Namespace, tasks: list[Any]) -> Any:
 _UNCERTAIN = ("pass@1", "solve_rate", "mean_reward")
 
 
-def _summary_table(summary: dict[str, Any], title: str) -> Table:
+def _summary_table(summary: Mapping[str, Any], title: str) -> Table:
     """The run's headline numbers; rates and the reward carry a 95% interval over tasks."""
     from agentenv.report.stats import mean_halfwidth
 
@@ -368,7 +368,7 @@ def _summary_table(summary: dict[str, Any], title: str) -> Table:
                    "mean turns", "tokens/episode"):
         table.add_column(column, justify="left" if not column else "right")
 
-    def row(label: str, r: dict[str, Any], tasks: list[dict[str, Any]]) -> None:
+    def row(label: str, r: Mapping[str, Any], tasks: list[dict[str, Any]]) -> None:
         cells = {}
         for key in _UNCERTAIN:
             half = mean_halfwidth([t[key] for t in tasks if t[key] is not None])
@@ -728,7 +728,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _print_written(result: dict[str, Any], quiet: bool) -> None:
+def _print_written(result: Mapping[str, Any], quiet: bool) -> None:
     files = result.get("files", {})
     _stdout().print("wrote " + ", ".join(sorted(files.values())))
     if not quiet:

@@ -63,6 +63,7 @@ from agentenv.envs.conversation import (
     Conversation,
     ConversationState,
 )
+from agentenv.envs.info import StepInfo
 from agentenv.envs.scoring import (
     Grader,
     SandboxGrader,
@@ -129,7 +130,7 @@ class _Submission:
     cut: bool = False  # the reply overran the observation's max_tokens and was cut there
 
 
-StepResult = tuple[dict[str, Any], float, bool, dict[str, Any]]
+StepResult = tuple[dict[str, Any], float, bool, StepInfo]
 
 
 def _token_record(sub: _Submission) -> dict[str, Any]:
@@ -493,7 +494,7 @@ class EpisodeCore:
         trajectory.stop_reason = stop_reason
         reward = self._paid(score, previous, conv.done)
 
-        info: dict[str, Any] = {
+        info: StepInfo = {
             "task_name": task.name,
             "turn": turn,
             # What the feedback was built from ("hidden" checks, or the "visible" run alone):

@@ -23,6 +23,7 @@ from agentenv.report.browser import (
     final_outcome,
     ordered_episodes,
 )
+from agentenv.report.records import RunMetrics
 from agentenv.report.text import count, difficulty_rows, revise_header, revise_rows, tokens
 
 __all__ = ["image", "render_page", "report_page", "revise_page", "table"]
@@ -126,7 +127,7 @@ def _episode_links(episodes: Sequence[Trajectory]) -> str:
             f"</tr></thead><tbody>{rows}</tbody></table>")
 
 
-def report_page(metrics: Mapping[str, Any], images: Mapping[str, bytes], title: str,
+def report_page(metrics: RunMetrics, images: Mapping[str, bytes], title: str,
                 episodes: Sequence[Trajectory] | None = None) -> str:
     """The run report: settings, headline table, the figures that were drawn, per-difficulty
     and per-task rows, and (given the episodes) a link to each in the rollout browser."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agentenv.report.records import MetricRow, RunMetrics
+
 __all__ = ["count", "difficulty_rows", "format_comparison", "format_report", "format_revise",
            "revise_header", "revise_rows", "table", "tokens"]
 
@@ -69,14 +71,14 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join([line(cells[0]), rule, *(line(row) for row in cells[1:])])
 
 
-def _run_row(label: str, row: dict[str, Any]) -> list[Any]:
+def _run_row(label: str, row: MetricRow) -> list[Any]:
     return [label, row["tasks"], row["episodes"], row["pass@1"], row["solve_rate"],
             row["repair_rate"], row["mean_reward"], row["mean_turns"],
             tokens(row["tokens"]["generated"]), tokens(row["tokens"]["processed"]),
             tokens(row["tokens"]["conversation"])]
 
 
-def format_report(metrics: dict[str, Any]) -> str:
+def format_report(metrics: RunMetrics) -> str:
     """The run's metrics as terminal text: overall, by difficulty, by turn, by task."""
     run = metrics["run"]
     settings = run["settings"]

@@ -25,6 +25,7 @@ from agentenv.report.plots import (
     reward_distribution_plot,
     transition_heatmap,
 )
+from agentenv.report.records import RunMetrics
 from agentenv.report.revise import revise_vs_resample
 from agentenv.report.runs import load_run, load_summary, trajectories_path
 from agentenv.report.text import format_comparison, format_report, format_revise
@@ -44,7 +45,7 @@ def _write_json(path: Path, data: Any) -> None:
 
 
 def write_report(run_dir: str | Path, out_dir: str | Path | None = None, *, credit: bool = True,
-                 gamma: float = 1.0) -> dict[str, Any]:
+                 gamma: float = 1.0) -> RunMetrics:
     """Compute a run's metrics and write them (into ``<run_dir>/report`` by default).
 
     Files: ``metrics.json``, ``report.txt`` (the terminal table), ``report.html``

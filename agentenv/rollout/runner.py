@@ -34,7 +34,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from agentenv.errors import ConfigError
 from agentenv.log import get_logger
@@ -58,7 +57,7 @@ from agentenv.rollout.plan import (
     run_identity,
 )
 from agentenv.rollout.store import RunStore
-from agentenv.rollout.summary import run_record, summarize
+from agentenv.rollout.summary import Summary, run_record, summarize
 from agentenv.tasks.schema import Task
 
 # EnvFactory, EnvPool, LocalBackend, policy_threads and run_spec live in execute/backends; they
@@ -78,7 +77,7 @@ class RolloutResult:
     and why the run stopped early (``stopped``; None when every planned episode was tried)."""
 
     trajectories: list[Trajectory]
-    summary: dict[str, Any]
+    summary: Summary
     errors: list[EpisodeError] = field(default_factory=list)
     skipped: int = 0
     out_dir: Path | None = None

@@ -1,0 +1,106 @@
+"""The typed records the report passes between its parts: what :mod:`~agentenv.report.metrics`
+computes and :mod:`~agentenv.report.text`, :mod:`~agentenv.report.page`,
+:mod:`~agentenv.report.plots` and :mod:`~agentenv.report.writer` read.
+
+They are ``TypedDict``: plain JSON-ready dicts at run time (``metrics.json`` is one), records
+with known keys to a type checker. Keys with ``@`` (``pass@1``) use the functional syntax.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+__all__ = ["MetricRow", "RewardDistribution", "RewardSummary", "RunInfo", "RunMetrics",
+           "TaskRow", "TokenMeans", "Transitions"]
+
+
+class TokenMeans(TypedDict):
+    """Mean tokens per episode (see :mod:`agentenv.report.budget`); None when unknown."""
+
+    generated: float | None
+    processed: float | None
+    conversation: float | None
+
+
+# One row of metrics: a task's, a difficulty's or the whole run's.
+MetricRow = TypedDict("MetricRow", {
+    "episodes": int,
+    "tasks": int,
+    "pass@1": float | None,
+    "solve_rate": float | None,
+    "repaired": int,
+    "failed_first": int,
+    "repair_rate": float | None,
+    "mean_reward": float | None,
+    "mean_first_reward": float | None,
+    "mean_turns": float | None,
+    "cumulative_solve_rate": list[float | None],
+    "tokens": TokenMeans,
+})
+
+
+class TaskRow(MetricRow, total=False):
+    """A task's row also says the task's difficulty."""
+
+    difficulty: str | None
+
+
+class RewardSummary(TypedDict):
+    mean: float | None
+    std: float | None
+    min: float | None
+    median: float | None
+    max: float | None
+
+
+class RewardDistribution(TypedDict):
+    bin_edges: list[float]
+    final_counts: list[int]
+    first_turn_counts: list[int]
+    final: RewardSummary
+    first_turn: RewardSummary
+
+
+class Transitions(TypedDict):
+    """Outcome at turn t -> outcome at turn t+1, pooled over episodes and turns."""
+
+    states: list[str]
+    counts: list[list[int]]
+    row_fractions: list[list[float] | None]
+    pairs: int
+
+
+class _RunInfoBase(TypedDict):
+    mode: str
+    episodes: int
+    tasks: int
+    samples_per_task: dict[str, int]
+    turns: int
+    settings: dict[str, Any]
+
+
+class RunInfo(_RunInfoBase, total=False):
+    path: str  # the run directory (added by write_report)
+
+
+class _RunMetricsBase(TypedDict):
+
+    run: RunInfo
+    overall: MetricRow
+    by_difficulty: dict[str, MetricRow]
+    by_task: dict[str, TaskRow]
+    stop_reasons: dict[str, int]
+    episodes_reaching_turn: list[int]
+    mean_reward_by_turn: list[float | None]
+    outcomes_by_turn: list[dict[str, int]]
+    reward_distribution: RewardDistribution
+    transitions: Transitions
+
+
+class RunMetrics(_RunMetricsBase, total=False):
+    """Every metric of a run (``metrics.json``); :func:`~agentenv.report.write_report` adds the
+    runner's own ``summary.json`` (``runner_summary``), the files it wrote and its notes."""
+
+    runner_summary: dict[str, Any]
+    files: dict[str, str]
+    notes: list[str]
