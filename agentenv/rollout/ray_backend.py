@@ -75,7 +75,9 @@ class RayBackend:
         self._ray = ray
         self._started_ray = False
         if not ray.is_initialized():
-            ray.init(address=address or config.address, ignore_reinit_error=True,
+            # "local": a fresh instance of our own, never another process's cluster that a bare
+            # ray.init() would join (RAY_ADDRESS, /tmp/ray's latest cluster).
+            ray.init(address=address or config.address or "local", ignore_reinit_error=True,
                      log_to_driver=False, include_dashboard=False)
             self._started_ray = True
         cpus = int(ray.cluster_resources().get("CPU", 1)) or 1
