@@ -128,7 +128,7 @@ def _global_options(suppress: bool) -> _Parser:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="agentenv", parents=[_global_options(suppress=False)],
                      description="RL environments for LLM coding agents: rollouts, tasks, reports.")
-    from agentenv import __version__
+    from agentenv._version import __version__
 
     parser.add_argument("--version", action="version", version=f"agentenv {__version__}")
     common = [_global_options(suppress=True)]
