@@ -19,6 +19,8 @@ __all__ = [
     "Backend",
     "Baseline",
     "CreditScheme",
+    "Difficulty",
+    "Equality",
     "ExportFormat",
     "FeedbackSource",
     "Mode",
@@ -67,6 +69,21 @@ class Mode(StrEnum):
 
     MULTI_TURN = "multi_turn"
     SINGLE_STEP = "single_step"
+
+
+class Difficulty(StrEnum):
+    """agentenv's three difficulty levels (each benchmark's labels map onto them)."""
+
+    EASY = "easy"
+    MEDIUM = "medium"
+    HARD = "hard"
+
+
+class Equality(StrEnum):
+    """How checks compare values: Python's ``==``, or the same exact type all the way down."""
+
+    PYTHON = "python"
+    STRICT = "strict"
 
 
 class Backend(StrEnum):

@@ -50,3 +50,11 @@ def _choices(parser: argparse.ArgumentParser, command: str, option: str) -> tupl
                                               ("--stop-when", StopWhen)])
 def test_cli_choices_come_from_the_enums(option: str, enum: type[choices.StrEnum]) -> None:
     assert _choices(build_parser(), "run", option) == values(enum)
+
+
+def test_task_choices_derive_from_the_enums() -> None:
+    from agentenv.tasks.schema import DIFFICULTIES, EQUALITIES
+    from agentenv.values import EQUALITY_MODES  # still its own tuple; the lead folds it in
+
+    assert DIFFICULTIES == values(choices.Difficulty) == ("easy", "medium", "hard")
+    assert EQUALITIES == values(choices.Equality) == EQUALITY_MODES

@@ -14,13 +14,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from agentenv.choices import Difficulty, Equality, values
 from agentenv.errors import ConfigError, TaskFormatError
 
 __all__ = ["DIFFICULTIES", "EQUALITIES", "Check", "StdioCase", "Task", "check_from_dict", "check_to_dict",
            "decode_checks"]
 
-DIFFICULTIES = ("easy", "medium", "hard")
-EQUALITIES = ("python", "strict")  # how checks compare values (see agentenv.values)
+DIFFICULTIES = values(Difficulty)
+EQUALITIES = values(Equality)  # how checks compare values (see agentenv.values)
 
 
 @dataclass(frozen=True)
