@@ -58,3 +58,11 @@ def test_task_choices_derive_from_the_enums() -> None:
 
     assert DIFFICULTIES == values(choices.Difficulty) == ("easy", "medium", "hard")
     assert EQUALITIES == values(choices.Equality) == EQUALITY_MODES
+
+
+def test_every_stop_reason_the_code_sets_is_in_the_choice_set() -> None:
+    from agentenv.envs.conversation import STOP_REASON_OF
+    from agentenv.errors import PolicyCallError
+
+    errors = {PolicyCallError("x", context_length=c).stop_reason for c in (True, False)}
+    assert set(STOP_REASON_OF.values()) | errors | {"single_step"} == set(values(choices.StopReason))
