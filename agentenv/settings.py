@@ -17,6 +17,7 @@ Variables:
 - ``AGENTENV_REQUIRE_STRICT``, ``AGENTENV_CI``: set by CI (a missing bubblewrap or chromium
   fails the tests that need them instead of skipping them).
 - Other tools' variables that agentenv follows: ``OPENAI_BASE_URL``, ``OPENAI_API_KEY``;
+  ``RAY_ADDRESS`` (the cluster ``--backend ray`` joins when no address is given);
   ``HF_HUB_OFFLINE``, ``HF_DATASETS_OFFLINE``, ``HF_ENDPOINT``; ``HTTPS_PROXY`` (and the rest of
   the standard proxy variables); ``TIKTOKEN_CACHE_DIR``, ``DATA_GYM_CACHE_DIR``.
 """
@@ -41,6 +42,7 @@ __all__ = [
     "openai_api_key",
     "openai_base_url",
     "proxies",
+    "ray_address",
     "require_strict",
     "sandbox_isolation",
     "sandbox_workers",
@@ -111,6 +113,11 @@ def openai_base_url() -> str | None:
 
 def openai_api_key() -> str | None:
     return _get("OPENAI_API_KEY")
+
+
+def ray_address() -> str | None:
+    """``RAY_ADDRESS``: the Ray cluster to join when none is given (else a local one starts)."""
+    return _get("RAY_ADDRESS")
 
 
 def hub_offline() -> bool:

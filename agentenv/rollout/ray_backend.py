@@ -18,6 +18,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from agentenv import settings
 from agentenv.choices import Backend
 from agentenv.errors import MissingDependency
 from agentenv.log import get_logger
@@ -62,9 +63,9 @@ class EpisodeActor:
 class RayBackend:
     """Runs planned episodes in Ray actors; ``await run(spec)`` returns the trajectory.
 
-    ``address`` (default ``config.address``) joins an existing cluster ("auto" or
-    "ray://host:10001"); without one, a Ray instance already initialised in this process is
-    used, else a local one is started (and shut down again by :meth:`aclose`).
+    ``address`` (default ``config.address``, else ``RAY_ADDRESS``) joins an existing cluster
+    ("auto" or "ray://host:10001"); without one, a Ray instance already initialised in this
+    process is used, else a local one is started (and shut down again by :meth:`aclose`).
     ``num_actors`` defaults to the cluster's CPU count.
     """
 
@@ -75,9 +76,10 @@ class RayBackend:
         self._ray = ray
         self._started_ray = False
         if not ray.is_initialized():
-            # "local": a fresh instance of our own, never another process's cluster that a bare
-            # ray.init() would join (RAY_ADDRESS, /tmp/ray's latest cluster).
-            ray.init(address=address or config.address or "local", ignore_reinit_error=True,
+            # Without an address (ours or RAY_ADDRESS): a fresh local instance ("local"), never
+            # the latest cluster some other process started, which a bare ray.init() would join.
+            where = address or config.address or settings.ray_address() or "local"
+            ray.init(address=where, ignore_reinit_error=True,
                      log_to_driver=False, include_dashboard=False)
             self._started_ray = True
         cpus = int(ray.cluster_resources().get("CPU", 1)) or 1
