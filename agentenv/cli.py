@@ -40,7 +40,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from agentenv.choices import Backend, FeedbackSource, Mode, StopWhen, values
+from agentenv import settings
+from agentenv.choices import Backend, FeedbackSource, Mode, PolicyKind, StopWhen, values
 from agentenv.errors import AgentEnvError, ConfigError
 from agentenv.untrusted import printable
 
@@ -138,9 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Run episodes of a policy on a task set. With no options: "
                                      "builtin tasks, scripted policy, multi-turn with 3 turns, "
                                      "offline, into runs/<timestamp>/.")
-    run.add_argument("--policy", default="scripted",
-                     help="mock | reference | scripted | openai | package.module:name "
-                          "(default: scripted)")
+    run.add_argument("--policy", default=settings.DEFAULT_POLICY,
+                     help=f"{' | '.join(values(PolicyKind))} | package.module:name "
+                          f"(default: {settings.DEFAULT_POLICY})")
     run.add_argument("--model", default=None, help="model id for --policy openai (default gpt-4o)")
     run.add_argument("--base-url", default=None,
                      help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (vLLM, Ollama)")
@@ -157,13 +158,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="ask a vLLM-style server for token ids and logprobs (--policy openai), "
                           "recorded per turn for trainer exports")
     _add_task_options(run)
-    run.add_argument("--max-turns", type=_positive_int, default=3, help="turns per episode (default: 3)")
+    run.add_argument("--max-turns", type=_positive_int, default=settings.DEFAULT_MAX_TURNS,
+                     help=f"turns per episode (default: {settings.DEFAULT_MAX_TURNS})")
     run.add_argument("--single-step", action="store_true",
                      help="one-turn episodes with CodingEnv (a bandit) instead of multi-turn")
     run.add_argument("--samples", type=_positive_int, default=1, help="episodes per task (default: 1)")
     run.add_argument("--seed", type=int, default=0, help="run seed; episode seeds derive from it")
-    run.add_argument("--concurrency", type=_positive_int, default=8,
-                     help="policy calls in flight at once (default: 8)")
+    run.add_argument("--concurrency", type=_positive_int, default=settings.DEFAULT_CONCURRENCY,
+                     help=f"policy calls in flight at once (default: {settings.DEFAULT_CONCURRENCY})")
     run.add_argument("--backend", choices=values(Backend), default=Backend.LOCAL.value,
                      help="where episodes run (default: local)")
     run.add_argument("--address", default=None, help="Ray cluster address for --backend ray")
@@ -179,8 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--stop-when", choices=values(StopWhen), default=StopWhen.HIDDEN.value,
                      help="which checks end an episode when they pass; the reward always comes "
                           "from the hidden ones (default: hidden)")
-    run.add_argument("--timeout", type=_nonneg_float, default=5.0,
-                     help="sandbox seconds per submission (default: 5)")
+    run.add_argument("--timeout", type=_nonneg_float, default=settings.DEFAULT_TIMEOUT,
+                     help=f"sandbox seconds per submission (default: {settings.DEFAULT_TIMEOUT:g})")
     run.add_argument("--out", default=None,
                      help="run directory (default: runs/<timestamp>); an existing one is resumed")
     run.add_argument("--no-progress", action="store_true", help="no live progress bar")
@@ -202,7 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("code_file", help="a .py file, or a text/Markdown answer with a code block")
     check.add_argument("--task", required=True, help="task name")
     _add_task_options(check)
-    check.add_argument("--timeout", type=_nonneg_float, default=5.0, help="sandbox seconds (default: 5)")
+    check.add_argument("--timeout", type=_nonneg_float, default=settings.DEFAULT_TIMEOUT,
+                       help=f"sandbox seconds (default: {settings.DEFAULT_TIMEOUT:g})")
 
     report = sub.add_parser("report", parents=common, help="plots and an HTML page for a run; with two runs (one "
                                            "single-step with --samples k, one multi-turn) revise "

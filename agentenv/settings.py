@@ -7,6 +7,9 @@ nothing is cached here. The rest of the package calls these functions and never 
 last known exception and move here next: :func:`sandbox_isolation`, :func:`sandbox_workers`,
 :func:`bwrap_path` are the functions they become).
 
+It also holds the defaults several layers share (``DEFAULT_TIMEOUT``, ``DEFAULT_MAX_TURNS``,
+``DEFAULT_CONCURRENCY``, ``DEFAULT_POLICY``).
+
 Variables:
 
 - ``AGENTENV_OFFLINE``: anything but unset, empty or ``0`` keeps tokenizers from downloading.
@@ -31,6 +34,10 @@ from collections.abc import Mapping
 
 __all__ = [
     "DATASET_PATH_VARS",
+    "DEFAULT_CONCURRENCY",
+    "DEFAULT_MAX_TURNS",
+    "DEFAULT_POLICY",
+    "DEFAULT_TIMEOUT",
     "OFFLINE_VAR",
     "bwrap_path",
     "ci",
@@ -48,6 +55,12 @@ __all__ = [
     "sandbox_workers",
     "tiktoken_cache_dir",
 ]
+
+# Defaults shared by the environments, RolloutConfig and the CLI (one number, one place).
+DEFAULT_TIMEOUT = 5.0  # sandbox seconds per submission
+DEFAULT_MAX_TURNS = 3  # turns per multi-turn episode
+DEFAULT_CONCURRENCY = 8  # policy calls in flight in a rollout run
+DEFAULT_POLICY = "scripted"  # the offline policy `agentenv run` uses without --policy
 
 OFFLINE_VAR = "AGENTENV_OFFLINE"
 # The variables that name a local copy of a dataset, by the loader that reads them.

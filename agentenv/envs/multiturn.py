@@ -79,6 +79,7 @@ from agentenv.records import Trajectory, TurnRecord, classify_outcome
 from agentenv.rewards import RewardFn, checked_reward, dense_reward
 from agentenv.sandbox._redact import redact_result, redact_secrets, secret_values
 from agentenv.sandbox.result import RunResult
+from agentenv.settings import DEFAULT_MAX_TURNS, DEFAULT_TIMEOUT
 from agentenv.tasks import select
 from agentenv.tasks.schema import Task
 from agentenv.tokens import TokenCounter, Tokenizer
@@ -154,9 +155,9 @@ class EpisodeCore:
     def __init__(
         self,
         tasks: Sequence[Task] | None = None,
-        max_turns: int = 3,
+        max_turns: int = DEFAULT_MAX_TURNS,
         seed: int | None = None,
-        timeout: float = 5.0,
+        timeout: float = DEFAULT_TIMEOUT,
         token_budget: int | None = None,
         tokenizer: Tokenizer | str | None = None,
         prompts_dir: str | Path | None = None,

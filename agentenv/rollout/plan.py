@@ -17,6 +17,12 @@ from typing import Any
 
 from agentenv.choices import Backend, FeedbackSource, Mode, StopWhen, parse, values
 from agentenv.errors import ConfigError
+from agentenv.settings import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_MAX_TURNS,
+    DEFAULT_POLICY,
+    DEFAULT_TIMEOUT,
+)
 from agentenv.tasks.schema import Task
 
 __all__ = ["MODES", "EpisodeSpec", "RolloutConfig", "config_record", "episode_seed", "make_env",
@@ -42,16 +48,16 @@ class RolloutConfig:
     """
 
     tasks: str = "builtin"
-    policy: str = "scripted"
+    policy: str = DEFAULT_POLICY
     model: str | None = None
     temperature: float | None = None
     base_url: str | None = None
     mode: str = "multi_turn"
-    max_turns: int = 3
+    max_turns: int = DEFAULT_MAX_TURNS
     samples: int = 1
     seed: int = 0
-    concurrency: int = 8
-    timeout: float = 5.0
+    concurrency: int = DEFAULT_CONCURRENCY
+    timeout: float = DEFAULT_TIMEOUT
     token_budget: int | None = None
     prompts_dir: str | None = None
     feedback_from: str = "all"
