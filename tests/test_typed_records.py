@@ -11,8 +11,9 @@ import pytest
 from agentenv import MultiTurnCodingEnv
 from agentenv.envs.info import StepInfo
 from agentenv.policies import ScriptedPolicy
+from agentenv.report.compare import compare_runs
 from agentenv.report.metrics import run_metrics
-from agentenv.report.records import RunMetrics, TaskRow
+from agentenv.report.records import ComparedRun, Comparison, MetricDifference, RunMetrics, TaskRow
 from agentenv.rollout import RolloutConfig, run_rollouts
 from agentenv.rollout.summary import RunRecord, Summary
 from agentenv.rollout.summary import TaskRow as SummaryTaskRow
@@ -46,3 +47,13 @@ def test_summary_and_metrics_have_the_declared_keys() -> None:
     _fits(metrics, RunMetrics)
     for task_row in metrics["by_task"].values():
         _fits(task_row, TaskRow)
+
+
+def test_a_comparison_has_the_declared_keys() -> None:
+    a = run_rollouts(TASKS, ScriptedPolicy(TASKS), RolloutConfig(samples=2, max_turns=1)).trajectories
+    b = run_rollouts(TASKS, ScriptedPolicy(TASKS), RolloutConfig(samples=2, max_turns=2)).trajectories
+    comparison = compare_runs(a, b, n_boot=50, n_boot_task=20)
+    _fits(comparison, Comparison)
+    _fits(comparison["a"], ComparedRun)
+    for difference in comparison["overall"].values():
+        _fits(difference, MetricDifference)

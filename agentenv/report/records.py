@@ -10,8 +10,63 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-__all__ = ["MetricRow", "RewardDistribution", "RewardSummary", "RunInfo", "RunMetrics",
-           "TaskRow", "TokenMeans", "Transitions"]
+__all__ = [
+    "ComparedRun",
+    "Comparison",
+    "MetricDifference",
+    "MetricRow",
+    "RewardDistribution",
+    "RewardSummary",
+    "RunInfo",
+    "RunMetrics",
+    "TaskRow",
+    "TokenMeans",
+    "Transitions",
+]
+
+
+class ComparedRun(TypedDict):
+    """One side (A or B) of a comparison."""
+
+    path: str | None
+    episodes: int
+    tasks: int
+    settings: dict[str, Any]
+    template_ids: list[dict[str, str]]
+
+
+class MetricDifference(TypedDict):
+    """A compared metric overall: the means over tasks of A and B, and the paired ``B - A``
+    difference with its bootstrap interval."""
+
+    a: float | None
+    b: float | None
+    difference: dict[str, Any]
+
+
+class _ComparisonBase(TypedDict):
+    a: ComparedRun
+    b: ComparedRun
+    same_templates: bool
+    template_differences: dict[str, Any]
+    direction: str
+    common_tasks: int
+    only_in_a: list[str]
+    only_in_b: list[str]
+    overall: dict[str, MetricDifference]  # by compared metric (pass@1, solve_rate, mean_reward)
+    by_task: dict[str, dict[str, Any]]  # per task: episodes_a/b and each metric's a, b, interval
+    warnings: list[str]
+    n_boot: int
+    n_boot_task: int
+    seed: int
+    confidence: float
+
+
+class Comparison(_ComparisonBase, total=False):
+    """What :func:`~agentenv.report.compare_runs` returns (``compare.json``); the files written
+    are added by :func:`~agentenv.report.write_comparison`."""
+
+    files: dict[str, str]
 
 
 class TokenMeans(TypedDict):

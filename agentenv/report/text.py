@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentenv.report.records import MetricRow, RunMetrics
+from agentenv.report.records import Comparison, MetricRow, RunMetrics
 
 __all__ = ["count", "difficulty_rows", "format_comparison", "format_report", "format_revise",
            "revise_header", "revise_rows", "table", "tokens"]
@@ -113,7 +113,7 @@ def format_report(metrics: RunMetrics) -> str:
     return "\n".join(lines)
 
 
-def format_comparison(comparison: dict[str, Any]) -> str:
+def format_comparison(comparison: Comparison) -> str:
     """Per-task and overall differences B - A with their intervals."""
     a, b = comparison["a"], comparison["b"]
     confidence = round(comparison["confidence"] * 100)

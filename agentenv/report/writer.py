@@ -25,7 +25,7 @@ from agentenv.report.plots import (
     reward_distribution_plot,
     transition_heatmap,
 )
-from agentenv.report.records import RunMetrics
+from agentenv.report.records import Comparison, RunMetrics
 from agentenv.report.revise import revise_vs_resample
 from agentenv.report.runs import load_run, load_summary, trajectories_path
 from agentenv.report.text import format_comparison, format_report, format_revise
@@ -100,7 +100,7 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None, *, cred
 
 
 def write_comparison(run_a: RunLike, run_b: RunLike, out_dir: str | Path, *,
-                     n_boot: int = 10_000, seed: int = 0) -> dict[str, Any]:
+                     n_boot: int = 10_000, seed: int = 0) -> Comparison:
     """Compare two runs and write ``compare.json`` and ``compare.txt`` into ``out_dir``."""
     comparison = compare_runs(run_a, run_b, n_boot=n_boot, seed=seed)
     out = Path(out_dir)
