@@ -13,7 +13,16 @@ from agentenv.envs.info import StepInfo
 from agentenv.policies import ScriptedPolicy
 from agentenv.report.compare import compare_runs
 from agentenv.report.metrics import run_metrics
-from agentenv.report.records import ComparedRun, Comparison, MetricDifference, RunMetrics, TaskRow
+from agentenv.report.records import (
+    ComparedRun,
+    Comparison,
+    MetricDifference,
+    ReviseResult,
+    RunMetrics,
+    SingleStepArm,
+    TaskRow,
+)
+from agentenv.report.revise import revise_vs_resample
 from agentenv.rollout import RolloutConfig, run_rollouts
 from agentenv.rollout.summary import RunRecord, Summary
 from agentenv.rollout.summary import TaskRow as SummaryTaskRow
@@ -57,3 +66,12 @@ def test_a_comparison_has_the_declared_keys() -> None:
     _fits(comparison["a"], ComparedRun)
     for difference in comparison["overall"].values():
         _fits(difference, MetricDifference)
+
+
+def test_a_revise_result_has_the_declared_keys() -> None:
+    single = run_rollouts(TASKS, ScriptedPolicy(TASKS),
+                          RolloutConfig(mode="single_step", samples=2)).trajectories
+    multi = run_rollouts(TASKS, ScriptedPolicy(TASKS), RolloutConfig(max_turns=2)).trajectories
+    result = revise_vs_resample(single, multi, k=2, n_boot=50)
+    _fits(result, ReviseResult)
+    _fits(result["single_step"], SingleStepArm)

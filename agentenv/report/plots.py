@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentenv.errors import MissingDependency
-from agentenv.report.records import RunMetrics
+from agentenv.report.records import ReviseResult, RunMetrics
 
 __all__ = [
     "PLOTS_MISSING",
@@ -135,7 +135,7 @@ def transition_heatmap(metrics: RunMetrics) -> bytes:
     return _png(figure)
 
 
-def budget_plot(result: dict[str, Any]) -> bytes:
+def budget_plot(result: ReviseResult) -> bytes:
     """Solve rate against budget: revise vs resample, by calls and by tokens."""
     points = result["budget"]
     figure, (by_calls, by_tokens) = _figure(11.0, 4.0, columns=2)

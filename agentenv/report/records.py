@@ -15,10 +15,13 @@ __all__ = [
     "Comparison",
     "MetricDifference",
     "MetricRow",
+    "MultiTurnArm",
+    "ReviseResult",
     "RewardDistribution",
     "RewardSummary",
     "RunInfo",
     "RunMetrics",
+    "SingleStepArm",
     "TaskRow",
     "TokenMeans",
     "Transitions",
@@ -67,6 +70,48 @@ class Comparison(_ComparisonBase, total=False):
     are added by :func:`~agentenv.report.write_comparison`."""
 
     files: dict[str, str]
+
+
+class MultiTurnArm(TypedDict):
+    """The revise arm of revise vs resample: the multi-turn run."""
+
+    path: str | None
+    episodes: int
+    tasks: int
+    settings: dict[str, Any]
+
+
+class SingleStepArm(MultiTurnArm):
+    """The resample arm: a single-step run, or a multi-turn run's first turns."""
+
+    from_first_turns: bool
+
+
+# Revise vs resample at a budget of k calls ("1@k" needs the functional syntax). The rows of
+# ``overall``, ``by_task`` and ``budget`` are keyed by metric (see agentenv.report.revise).
+_ReviseBase = TypedDict("_ReviseBase", {
+    "k": int,
+    "single_step": SingleStepArm,
+    "multi_turn": MultiTurnArm,
+    "overall": dict[str, Any],
+    "by_task": dict[str, dict[str, Any]],
+    "revise_minus_1@k": dict[str, Any],
+    "revise_minus_pass@k": dict[str, Any],
+    "budget": list[dict[str, Any]],
+    "warnings": list[str],
+    "only_in_single_step": list[str],
+    "only_in_multi_turn": list[str],
+    "n_boot": int,
+    "seed": int,
+})
+
+
+class ReviseResult(_ReviseBase, total=False):
+    """What :func:`~agentenv.report.revise_vs_resample` returns; the files written and notes
+    are added by :func:`~agentenv.report.write_revise_report`."""
+
+    files: dict[str, str]
+    notes: list[str]
 
 
 class TokenMeans(TypedDict):

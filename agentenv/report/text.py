@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentenv.report.records import Comparison, MetricRow, RunMetrics
+from agentenv.report.records import Comparison, MetricRow, ReviseResult, RunMetrics
 
 __all__ = ["count", "difficulty_rows", "format_comparison", "format_report", "format_revise",
            "revise_header", "revise_rows", "table", "tokens"]
@@ -153,7 +153,7 @@ def revise_header(k: int) -> list[str]:
             "gen tok rev", f"gen tok {k}x", "proc tok rev", f"proc tok {k}x"]
 
 
-def revise_rows(result: dict[str, Any]) -> list[list[Any]]:
+def revise_rows(result: ReviseResult) -> list[list[Any]]:
     """The revise-vs-resample table's rows: one per task, then the overall row."""
 
     def row(label: str, values: dict[str, Any], n: Any) -> list[Any]:
@@ -169,7 +169,7 @@ def revise_rows(result: dict[str, Any]) -> list[list[Any]]:
     return rows
 
 
-def format_revise(result: dict[str, Any]) -> str:
+def format_revise(result: ReviseResult) -> str:
     """The revise-vs-resample table: per task and overall, then the paired interval."""
     k = result["k"]
     header = revise_header(k)

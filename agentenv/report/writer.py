@@ -25,7 +25,7 @@ from agentenv.report.plots import (
     reward_distribution_plot,
     transition_heatmap,
 )
-from agentenv.report.records import Comparison, RunMetrics
+from agentenv.report.records import Comparison, ReviseResult, RunMetrics
 from agentenv.report.revise import revise_vs_resample
 from agentenv.report.runs import load_run, load_summary, trajectories_path
 from agentenv.report.text import format_comparison, format_report, format_revise
@@ -114,7 +114,7 @@ def write_comparison(run_a: RunLike, run_b: RunLike, out_dir: str | Path, *,
 
 def write_revise_report(single_step_run: str | Path, multi_turn_run: str | Path,
                         out_dir: str | Path | None = None, *, k: int | None = None,
-                        n_boot: int = 10_000, seed: int = 0) -> dict[str, Any]:
+                        n_boot: int = 10_000, seed: int = 0) -> ReviseResult:
     """Revise vs resample, written to ``out_dir`` (default ``<multi_turn_run>/revise_vs_resample``).
 
     Files: ``revise_vs_resample.json``, ``.txt`` (the table), ``.html`` (self-contained) and,
