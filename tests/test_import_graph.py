@@ -183,3 +183,10 @@ def test_each_package_imports_alone_in_a_fresh_interpreter(package: str) -> None
     done = subprocess.run([sys.executable, "-c", f"import {package}"], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_library_never_imports_the_test_helpers() -> None:
+    """agentenv.testing (the stand-in chat server) is for users' tests, not the library's path."""
+    users = sorted(m for m, (eager, lazy) in GRAPH.items() if not m.startswith("agentenv.testing")
+                   for t in eager | lazy if t.startswith("agentenv.testing"))
+    assert users == []
