@@ -24,14 +24,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import difflib
 import json
 import math
 import os
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NoReturn
@@ -41,6 +40,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from agentenv import settings
+from agentenv.choices import Backend, FeedbackSource, Mode, PolicyKind, StopWhen, values
 from agentenv.errors import AgentEnvError, ConfigError
 from agentenv.untrusted import printable
 
@@ -128,7 +129,7 @@ def _global_options(suppress: bool) -> _Parser:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="agentenv", parents=[_global_options(suppress=False)],
                      description="RL environments for LLM coding agents: rollouts, tasks, reports.")
-    from agentenv import __version__
+    from agentenv._version import __version__
 
     parser.add_argument("--version", action="version", version=f"agentenv {__version__}")
     common = [_global_options(suppress=True)]
@@ -138,9 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Run episodes of a policy on a task set. With no options: "
                                      "builtin tasks, scripted policy, multi-turn with 3 turns, "
                                      "offline, into runs/<timestamp>/.")
-    run.add_argument("--policy", default="scripted",
-                     help="mock | reference | scripted | openai | package.module:name "
-                          "(default: scripted)")
+    run.add_argument("--policy", default=settings.DEFAULT_POLICY,
+                     help=f"{' | '.join(values(PolicyKind))} | package.module:name "
+                          f"(default: {settings.DEFAULT_POLICY})")
     run.add_argument("--model", default=None, help="model id for --policy openai (default gpt-4o)")
     run.add_argument("--base-url", default=None,
                      help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (vLLM, Ollama)")
@@ -157,30 +158,31 @@ def build_parser() -> argparse.ArgumentParser:
                      help="ask a vLLM-style server for token ids and logprobs (--policy openai), "
                           "recorded per turn for trainer exports")
     _add_task_options(run)
-    run.add_argument("--max-turns", type=_positive_int, default=3, help="turns per episode (default: 3)")
+    run.add_argument("--max-turns", type=_positive_int, default=settings.DEFAULT_MAX_TURNS,
+                     help=f"turns per episode (default: {settings.DEFAULT_MAX_TURNS})")
     run.add_argument("--single-step", action="store_true",
                      help="one-turn episodes with CodingEnv (a bandit) instead of multi-turn")
     run.add_argument("--samples", type=_positive_int, default=1, help="episodes per task (default: 1)")
     run.add_argument("--seed", type=int, default=0, help="run seed; episode seeds derive from it")
-    run.add_argument("--concurrency", type=_positive_int, default=8,
-                     help="policy calls in flight at once (default: 8)")
-    run.add_argument("--backend", choices=("local", "ray"), default="local",
+    run.add_argument("--concurrency", type=_positive_int, default=settings.DEFAULT_CONCURRENCY,
+                     help=f"policy calls in flight at once (default: {settings.DEFAULT_CONCURRENCY})")
+    run.add_argument("--backend", choices=values(Backend), default=Backend.LOCAL.value,
                      help="where episodes run (default: local)")
     run.add_argument("--address", default=None, help="Ray cluster address for --backend ray")
     run.add_argument("--token-budget", type=_positive_int, default=None,
                      help="end an episode when its conversation would exceed this many tokens")
     run.add_argument("--prompts-dir", default=None, help="directory of Jinja templates overriding "
                                                          "system.j2 / task.j2 / feedback.j2")
-    run.add_argument("--feedback-from", choices=("all", "visible"), default="all",
+    run.add_argument("--feedback-from", choices=values(FeedbackSource), default=FeedbackSource.ALL.value,
                      help="which failing checks the feedback shows (default: all)")
     run.add_argument("--repair-tree", type=_tree_shape, default=None, metavar="N,M",
                      help="repair trees: N first programs per task, M repairs from each failing "
                           "one (the shared first turn is generated once); --max-turns 2 is one repair")
-    run.add_argument("--stop-when", choices=("hidden", "visible"), default="hidden",
+    run.add_argument("--stop-when", choices=values(StopWhen), default=StopWhen.HIDDEN.value,
                      help="which checks end an episode when they pass; the reward always comes "
                           "from the hidden ones (default: hidden)")
-    run.add_argument("--timeout", type=_nonneg_float, default=5.0,
-                     help="sandbox seconds per submission (default: 5)")
+    run.add_argument("--timeout", type=_nonneg_float, default=settings.DEFAULT_TIMEOUT,
+                     help=f"sandbox seconds per submission (default: {settings.DEFAULT_TIMEOUT:g})")
     run.add_argument("--out", default=None,
                      help="run directory (default: runs/<timestamp>); an existing one is resumed")
     run.add_argument("--no-progress", action="store_true", help="no live progress bar")
@@ -202,7 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("code_file", help="a .py file, or a text/Markdown answer with a code block")
     check.add_argument("--task", required=True, help="task name")
     _add_task_options(check)
-    check.add_argument("--timeout", type=_nonneg_float, default=5.0, help="sandbox seconds (default: 5)")
+    check.add_argument("--timeout", type=_nonneg_float, default=settings.DEFAULT_TIMEOUT,
+                       help=f"sandbox seconds (default: {settings.DEFAULT_TIMEOUT:g})")
 
     report = sub.add_parser("report", parents=common, help="plots and an HTML page for a run; with two runs (one "
                                            "single-step with --samples k, one multi-turn) revise "
@@ -296,12 +299,9 @@ def _load_tasks(args: argparse.Namespace, spec: str | None = None) -> list[Any]:
 
 
 def _find_task(tasks: Sequence[Any], name: str, where: str) -> Any:
-    for task in tasks:
-        if task.name == name:
-            return task
-    close = difflib.get_close_matches(name, [t.name for t in tasks], n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else f"; see `agentenv tasks list --tasks {where}`"
-    raise ConfigError(f"no task named {name!r} in {where}{hint}")
+    from agentenv.tasks.select import index_of
+
+    return tasks[index_of(tasks, name, where=where)]
 
 
 def _configure_logging(level: str, as_json: bool) -> None:
@@ -362,7 +362,7 @@ def _make_run_policy(args: argparse.Namespace, tasks: list[Any]) -> Any:
 _UNCERTAIN = ("pass@1", "solve_rate", "mean_reward")
 
 
-def _summary_table(summary: dict[str, Any], title: str) -> Table:
+def _summary_table(summary: Mapping[str, Any], title: str) -> Table:
     """The run's headline numbers; rates and the reward carry a 95% interval over tasks."""
     from agentenv.report.stats import mean_halfwidth
 
@@ -371,7 +371,7 @@ def _summary_table(summary: dict[str, Any], title: str) -> Table:
                    "mean turns", "tokens/episode"):
         table.add_column(column, justify="left" if not column else "right")
 
-    def row(label: str, r: dict[str, Any], tasks: list[dict[str, Any]]) -> None:
+    def row(label: str, r: Mapping[str, Any], tasks: list[dict[str, Any]]) -> None:
         cells = {}
         for key in _UNCERTAIN:
             half = mean_halfwidth([t[key] for t in tasks if t[key] is not None])
@@ -425,11 +425,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     tasks = _load_tasks(args)
     policy = _make_run_policy(args, tasks)
-    if args.address and args.backend != "ray":
+    if args.address and args.backend != Backend.RAY:
         raise ConfigError("--address applies to --backend ray")
     if args.prompts_dir is not None and not Path(args.prompts_dir).is_dir():
         raise ConfigError(f"--prompts-dir {args.prompts_dir} is not a directory")
-    mode = "single_step" if args.single_step else "multi_turn"
+    mode = Mode.SINGLE_STEP.value if args.single_step else Mode.MULTI_TURN.value
     config = RolloutConfig(
         tasks=args.tasks, policy=args.policy,
         model=(args.model or "gpt-4o") if args.policy == "openai" else None,
@@ -454,7 +454,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.policy == "scripted" and unscripted and not quiet:
         err.print(f"note: {len(unscripted)} of {_plural(len(tasks), 'task')} without scripted "
                   "attempts: the scripted policy answers them with the reference solution")
-    if args.token_budget is not None and mode == "multi_turn" and not quiet:
+    if args.token_budget is not None and mode == Mode.MULTI_TURN and not quiet:
         from agentenv.tokens import DEFAULT_MODEL, OFFLINE_ENCODING, approximation
 
         why = approximation(config.model or DEFAULT_MODEL)
@@ -718,8 +718,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if len(args.runs) != 2:
         raise ConfigError("report takes one run, or two (a single-step run and a multi-turn run)")
     modes = {run: report.run_mode(report.load_run(run)) for run in args.runs}
-    single = [r for r, m in modes.items() if m == "single_step"]
-    multi = [r for r, m in modes.items() if m != "single_step"]
+    single = [r for r, m in modes.items() if m == Mode.SINGLE_STEP]
+    multi = [r for r, m in modes.items() if m != Mode.SINGLE_STEP]
     if not single:  # two multi-turn runs (or one twice): the first's first turns are the samples
         single, multi = [args.runs[0]], [args.runs[1]]
     if len(single) != 1 or len(multi) != 1:
@@ -731,7 +731,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _print_written(result: dict[str, Any], quiet: bool) -> None:
+def _print_written(result: Mapping[str, Any], quiet: bool) -> None:
     files = result.get("files", {})
     _stdout().print("wrote " + ", ".join(sorted(files.values())))
     if not quiet:

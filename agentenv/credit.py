@@ -42,6 +42,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from agentenv.choices import Baseline, CreditScheme, ScaleRewards, StepReward, values
 from agentenv.errors import ConfigError
 from agentenv.records import Trajectory, TurnRecord
 
@@ -63,11 +64,13 @@ __all__ = [
     "turn_rewards",
 ]
 
-SCHEMES: tuple[str, ...] = ("final_only", "per_turn", "improvement", "discounted")
+SCHEMES: tuple[str, ...] = values(CreditScheme)
 # The environments' step_reward names for the same definitions.
-ALIASES: Mapping[str, str] = {"delta": "improvement", "final": "final_only", "absolute": "discounted"}
-SCALE_REWARDS: tuple[str, ...] = ("group", "batch", "none")
-BASELINES: tuple[str, ...] = ("mean", "loo")
+ALIASES: Mapping[str, str] = {StepReward.DELTA.value: CreditScheme.IMPROVEMENT.value,
+                              StepReward.FINAL.value: CreditScheme.FINAL_ONLY.value,
+                              StepReward.ABSOLUTE.value: CreditScheme.DISCOUNTED.value}
+SCALE_REWARDS: tuple[str, ...] = values(ScaleRewards)
+BASELINES: tuple[str, ...] = values(Baseline)
 TRL_EPSILON = 1e-4  # what TRL's GRPOTrainer adds to the std before dividing
 
 
@@ -174,13 +177,13 @@ def _trl_normalise(values: Sequence[float], groups: Sequence[Sequence[int]], sca
     for positions in groups:
         group = [values[p] for p in positions]
         n, total = len(group), math.fsum(group)
-        std = stdev(group) if scale_rewards == "group" else batch_std
+        std = stdev(group) if scale_rewards == ScaleRewards.GROUP else batch_std
         for p, r in zip(positions, group, strict=True):
             if baseline == "loo":
                 advantage = r - (total - r) / (n - 1) if n > 1 else 0.0
             else:
                 advantage = r - total / n
-            out[p] = advantage if scale_rewards == "none" else advantage / (std + eps)
+            out[p] = advantage if scale_rewards == ScaleRewards.NONE else advantage / (std + eps)
     return out
 
 
@@ -190,7 +193,7 @@ def _check_trl(scale_rewards: str | None, baseline: str) -> None:
                           f"got {scale_rewards!r}")
     if baseline not in BASELINES:
         raise ConfigError(f"baseline must be 'mean' (GRPO) or 'loo' (leave-one-out, RLOO), got {baseline!r}")
-    if baseline == "loo" and scale_rewards is None:
+    if baseline == Baseline.LOO and scale_rewards is None:
         raise ConfigError("baseline='loo' goes with scale_rewards='group', 'batch' or 'none'")
 
 

@@ -57,6 +57,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependency.for_extra("gymnasium", "gym", "agentenv.gym") from exc
 
+from agentenv.tasks import select
 from agentenv.tasks.schema import Task
 from agentenv.toy import NumberGuessEnv
 
@@ -277,19 +278,9 @@ class _CodingAdapter(_SeedOnFirstReset, gymnasium.Env[dict[str, Any], str]):
         if "task_index" in options and "task_name" in options:
             raise ConfigError("pass either task_index or task_name in reset options, not both")
         if "task_name" in options:
-            names = [t.name for t in self.tasks]
-            if options["task_name"] not in names:
-                import difflib
-
-                close = difflib.get_close_matches(str(options["task_name"]), names, n=1)
-                hint = f" Did you mean {close[0]!r}?" if close else ""
-                raise ConfigError(f"no task named {options['task_name']!r}.{hint}")
-            return names.index(options["task_name"])
+            return select.index_of(self.tasks, options["task_name"])
         if "task_index" in options:
-            index = options["task_index"]
-            if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self.tasks):
-                raise ConfigError(f"task_index must be an int in [0, {len(self.tasks)}), got {index!r}")
-            return index
+            return select.task_index(self.tasks, options["task_index"])
         return int(self.np_random.integers(len(self.tasks)))
 
     def _fits(self, obs: Mapping[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from agentenv.choices import Outcome as OutcomeKind
+from agentenv.choices import StopReason, values
 from agentenv.sandbox.result import Failure, RunResult
 
 __all__ = [
@@ -28,12 +30,11 @@ __all__ = [
 ]
 
 Outcome = Literal["no_code", "syntax_error", "runtime_error", "timeout", "wrong_answer", "pass"]
-OUTCOMES: tuple[str, ...] = ("no_code", "syntax_error", "runtime_error", "timeout", "wrong_answer", "pass")
+OUTCOMES: tuple[str, ...] = values(OutcomeKind)
 # "single_step" ends every CodingEnv episode; "solved", "max_turns" and "token_budget" are
 # MultiTurnCodingEnv's; "context_length" and "policy_error" end an episode of either kind whose
 # model call the server rejected (the rollout loop sets them, keeping the turns graded so far).
-STOP_REASONS: tuple[str, ...] = ("solved", "max_turns", "token_budget", "single_step",
-                                 "context_length", "policy_error")
+STOP_REASONS: tuple[str, ...] = values(StopReason)
 # The fields of a TurnRecord computed from the hidden checks. Under feedback_from="visible" the
 # policy never saw them (its feedback came from a separate run of the visible checks alone):
 # they are for the researcher, and a trajectory says so in its "researcher_only" list.

@@ -33,12 +33,12 @@ import functools
 import hashlib
 import os
 import re
-import tempfile
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from agentenv import settings
 from agentenv.log import get_logger
 
 __all__ = [
@@ -97,12 +97,7 @@ def tiktoken_cache_path(encoding_name: str) -> str | None:
     Mirrors ``tiktoken.load.read_file_cached``: ``TIKTOKEN_CACHE_DIR``, then
     ``DATA_GYM_CACHE_DIR``, then ``<tmp>/data-gym-cache``; the key is the SHA-1 of the URL.
     """
-    if "TIKTOKEN_CACHE_DIR" in os.environ:
-        cache_dir = os.environ["TIKTOKEN_CACHE_DIR"]
-    elif "DATA_GYM_CACHE_DIR" in os.environ:
-        cache_dir = os.environ["DATA_GYM_CACHE_DIR"]
-    else:
-        cache_dir = os.path.join(tempfile.gettempdir(), "data-gym-cache")
+    cache_dir = settings.tiktoken_cache_dir()
     if not cache_dir:
         return None
     url = _BLOB_URL.format(_SHARED_FILES.get(encoding_name, encoding_name))
@@ -217,7 +212,7 @@ def _get_tokenizer_cached(name: str, download_timeout: float) -> Any:
             return _build(encoding_name)
         except Exception as exc:  # a corrupt cache file; fall back below
             reason = f"the cached {encoding_name} failed to load ({_short(exc)})"
-    elif download_timeout > 0 and os.environ.get("AGENTENV_OFFLINE", "") in ("", "0"):
+    elif download_timeout > 0 and not settings.offline():
         try:
             return _load_with_timeout(encoding_name, download_timeout)
         except BaseException as exc:

@@ -1,6 +1,7 @@
 """Shared pytest setup: no test downloads anything (AGENTENV_OFFLINE=1), structlog starts
-unconfigured in every test (the library's default), and ``captured_events`` records the
-structured events a test triggers."""
+unconfigured in every test (the library's default), ``captured_events`` records the
+structured events a test triggers, and the ``slow`` marker is put on the tests listed in
+``SLOW_FILES`` / ``SLOW_TESTS`` (``pytest -m "not slow"`` is the fast loop)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,30 @@ os.environ.setdefault("AGENTENV_OFFLINE", "1")
 # The suite runs as root in CI and exercises the rlimits fallback on purpose; the refusal that
 # applies otherwise is tested on its own (tests/test_attacks_hermetic.py).
 os.environ.setdefault("AGENTENV_SANDBOX_ALLOW_ROOT_FALLBACK", "1")
+
+
+# Whole files that start real services or run big suites: a Ray cluster, a real model server,
+# the sandbox attack suite, property tests over generated programs, the walk-through scripts.
+SLOW_FILES = frozenset({
+    "test_ray_backend.py", "test_ray_pool.py", "test_real_server.py", "test_attacks.py",
+    "test_sandbox_properties.py", "test_examples.py",
+})
+# Single slow tests elsewhere (by name; parametrized cases included): chromium, hangs that run
+# to their timeout, the widest budget sweep, a fresh-process download, concurrent sandbox rows.
+SLOW_TESTS = frozenset({
+    "test_a_screenshot_of_the_browser_is_a_real_rendering",
+    "test_nothing_shown_depends_on_the_hidden_input",
+    "test_no_point_of_any_builtin_episode_is_over_budget",
+    "test_a_hanging_download_times_out_and_falls_back_in_a_fresh_process",
+    "test_identical_submissions_in_a_batch_run_once_and_rows_run_concurrently",
+})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        name = getattr(item, "originalname", None) or item.name
+        if item.path.name in SLOW_FILES or name in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True)

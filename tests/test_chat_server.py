@@ -9,7 +9,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -45,6 +45,14 @@ def raw_exchange(port: int, data: bytes, *, answers: int = 1,
     return out
 
 
+def _until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Wait for ``condition`` (polling); the timeout is only a guard against a hang."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.005)
+
+
 def post(body: Mapping[str, Any], *, extra: str = "", path: str = "/v1/chat/completions") -> bytes:
     data = json.dumps(body).encode()
     return (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{extra}"
@@ -66,7 +74,7 @@ def test_a_reply_leaves_the_latency_after_its_request_arrived_and_waits_cost_no_
         callers = [threading.Thread(target=one) for _ in range(40)]
         for caller in callers:
             caller.start()
-        time.sleep(0.1)
+        _until(lambda: len(server.chat_requests) == 40)  # every request is in, its reply waiting
         server_threads = threading.active_count() - threads_before - sum(c.is_alive() for c in callers)
         for caller in callers:
             caller.join()
@@ -118,23 +126,30 @@ def test_errors_and_unknown_routes_are_json_in_the_openai_shape() -> None:
 
 
 def test_a_slow_callable_responder_delays_only_its_own_reply() -> None:
-    """A user's responder runs in a worker thread: one slow reply does not hold up another."""
+    """A user's responder runs in a worker thread: one slow reply does not hold up another.
+
+    The slow reply is held until the fast one has come back: served one after the other, the
+    fast request would wait for it (and time out)."""
+    release = threading.Event()
+
     def responder(body: Mapping[str, Any]) -> str:
         text = str(body["messages"][-1]["content"])
         if text == "slow":
-            time.sleep(1.0)
+            release.wait(10)
         return text
 
     with ChatServer(responder) as server:
         slow = threading.Thread(target=raw_exchange, args=(
             server.port, post({"messages": [{"role": "user", "content": "slow"}]})))
         slow.start()
-        time.sleep(0.05)
-        started = time.perf_counter()
-        fast = raw_exchange(server.port, post({"messages": [{"role": "user", "content": "fast"}]}))[0]
-        elapsed = time.perf_counter() - started
-        slow.join()
-    assert fast[2]["choices"][0]["message"]["content"] == "fast" and elapsed < 0.9
+        try:
+            _until(lambda: len(server.chat_requests) == 1)  # the slow request is being answered
+            fast = raw_exchange(server.port, post({"messages": [{"role": "user", "content": "fast"}]}))[0]
+            held = slow.is_alive() and not release.is_set()
+        finally:
+            release.set()
+            slow.join()
+    assert fast[2]["choices"][0]["message"]["content"] == "fast" and held
 
 
 def test_stop_drops_replies_still_waiting_and_returns_promptly() -> None:
@@ -142,7 +157,7 @@ def test_stop_drops_replies_still_waiting_and_returns_promptly() -> None:
     server = ChatServer([ChatReply("late", delay=30.0)]).start()
     sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
     sock.sendall(post(BODY))
-    time.sleep(0.1)
+    _until(lambda: len(server.chat_requests) == 1)  # the reply is pending
     started = time.perf_counter()
     server.stop()
     server.stop()  # idempotent

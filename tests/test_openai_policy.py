@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import pickle
-import time
-from collections.abc import Awaitable, Callable, Iterator
-from typing import TypeVar
+import threading
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from typing import Any, TypeVar
 
 import pytest
 
@@ -199,8 +199,15 @@ def test_bad_settings_are_rejected_at_construction() -> None:
 
 @pytest.mark.parametrize("transport", ["aiohttp", "sdk"])
 def test_async_calls_overlap_instead_of_queueing(transport: str) -> None:
-    """Eight concurrent acall()s against a 0.3 s server finish far sooner than 8 x 0.3 s."""
-    with ChatServer([SOLUTION], latency=0.3) as s:
+    """Eight concurrent acall()s are all in flight at once: the server answers none of them
+    until all eight have arrived (queued calls would never get there and time out)."""
+    all_in = threading.Barrier(8, timeout=10)
+
+    def responder(body: Mapping[str, Any]) -> str:
+        all_in.wait()
+        return SOLUTION
+
+    with ChatServer(responder) as s:
         policy = fast(s.url, transport=transport)
 
         async def main() -> list[str]:
@@ -209,11 +216,9 @@ def test_async_calls_overlap_instead_of_queueing(transport: str) -> None:
             finally:
                 await policy.aclose()
 
-        started = time.perf_counter()
         answers = asyncio.run(main())
-        elapsed = time.perf_counter() - started
     assert len(answers) == 8 and all("a + b" in a for a in answers)
-    assert elapsed < 8 * 0.3 * 0.6  # generous: serial would be 2.4 s
+    assert not all_in.broken
 
 
 @pytest.mark.parametrize("transport", ["aiohttp", "sdk"])

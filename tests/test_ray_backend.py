@@ -27,7 +27,7 @@ def local_ray() -> Iterator[None]:
     """One real Ray instance with 2 CPUs for the whole module."""
     # The policies defined in this file must reach the workers by value: tests/ is not a package.
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 

@@ -21,9 +21,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agentenv.choices import Mode
 from agentenv.envs.multiturn import EpisodeCore, StepResult
 from agentenv.envs.scoring import Grader
 from agentenv.rewards import RewardFn, dense_reward
+from agentenv.settings import DEFAULT_TIMEOUT
 from agentenv.tasks.builtin import builtin_tasks
 from agentenv.tasks.schema import Task
 from agentenv.tokens import Tokenizer
@@ -41,9 +43,9 @@ class CodingEnv(EpisodeCore):
     ``info`` carries ``terminated=True`` and ``stop_reason="single_step"`` on every step.
     """
 
-    mode = "single_step"
+    mode: str = Mode.SINGLE_STEP.value
 
-    def __init__(self, tasks: Sequence[Task] = TASKS, timeout: float = 5.0, seed: int | None = None,
+    def __init__(self, tasks: Sequence[Task] = TASKS, timeout: float = DEFAULT_TIMEOUT, seed: int | None = None,
                  *, reward_fn: RewardFn = dense_reward, isolation: str | None = None,
                  prompts_dir: str | Path | None = None, tokenizer: Tokenizer | str | None = None,
                  grader: Grader | None = None, feedback_from: str = "all", stop_when: str = "hidden",

@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Literal
 
+from agentenv.choices import StopReason
 from agentenv.errors import ConfigError, EnvStateError
 from agentenv.log import get_logger
 from agentenv.tokens import TokenCounter
@@ -76,9 +77,9 @@ TRANSITIONS: Mapping[ConversationState, frozenset[ConversationState]] = MappingP
 TERMINAL_STATES: frozenset[ConversationState] = frozenset({_S.SOLVED, _S.OUT_OF_TURNS, _S.OUT_OF_TOKENS})
 
 STOP_REASON_OF: Mapping[ConversationState, str] = MappingProxyType({
-    _S.SOLVED: "solved",
-    _S.OUT_OF_TURNS: "max_turns",
-    _S.OUT_OF_TOKENS: "token_budget",
+    _S.SOLVED: StopReason.SOLVED.value,
+    _S.OUT_OF_TURNS: StopReason.MAX_TURNS.value,
+    _S.OUT_OF_TOKENS: StopReason.TOKEN_BUDGET.value,
 })
 
 

@@ -57,11 +57,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentenv.choices import FeedbackSource, Mode, StepReward, StopReason, StopWhen, parse, values
 from agentenv.envs.conversation import (
     STOP_REASON_OF,
     Conversation,
     ConversationState,
 )
+from agentenv.envs.info import StepInfo
 from agentenv.envs.scoring import (
     Grader,
     SandboxGrader,
@@ -77,16 +79,18 @@ from agentenv.records import Trajectory, TurnRecord, classify_outcome
 from agentenv.rewards import RewardFn, checked_reward, dense_reward
 from agentenv.sandbox._redact import redact_result, redact_secrets, secret_values
 from agentenv.sandbox.result import RunResult
+from agentenv.settings import DEFAULT_MAX_TURNS, DEFAULT_TIMEOUT
+from agentenv.tasks import select
 from agentenv.tasks.schema import Task
 from agentenv.tokens import TokenCounter, Tokenizer
 
 __all__ = ["FEEDBACK_SOURCES", "STEP_REWARDS", "STOP_CONDITIONS", "EpisodeCore", "EpisodeSnapshot",
            "Grader", "MultiTurnCodingEnv", "SandboxGrader", "redact_secrets", "secret_values"]
 
-FEEDBACK_SOURCES: tuple[str, ...] = ("all", "visible")
-STOP_CONDITIONS: tuple[str, ...] = ("hidden", "visible")
+FEEDBACK_SOURCES: tuple[str, ...] = values(FeedbackSource)
+STOP_CONDITIONS: tuple[str, ...] = values(StopWhen)
 # How the step reward is paid (see the class docstring): "delta" sums to the final score.
-STEP_REWARDS: tuple[str, ...] = ("delta", "final", "absolute")
+STEP_REWARDS: tuple[str, ...] = values(StepReward)
 TRIM_MARKER = "\n[… feedback truncated to fit the token budget]"
 # Below this many tokens of real content, trimmed feedback would say nothing useful.
 MIN_FEEDBACK_TOKENS = 16
@@ -127,7 +131,7 @@ class _Submission:
     cut: bool = False  # the reply overran the observation's max_tokens and was cut there
 
 
-StepResult = tuple[dict[str, Any], float, bool, dict[str, Any]]
+StepResult = tuple[dict[str, Any], float, bool, StepInfo]
 
 
 def _token_record(sub: _Submission) -> dict[str, Any]:
@@ -146,14 +150,14 @@ class EpisodeCore:
     ``astep``, which differ only in how they await the grader."""
 
     # "multi_turn", or "single_step" for the bandit face (its own stop reason, always terminated)
-    mode = "multi_turn"
+    mode: str = Mode.MULTI_TURN.value
 
     def __init__(
         self,
         tasks: Sequence[Task] | None = None,
-        max_turns: int = 3,
+        max_turns: int = DEFAULT_MAX_TURNS,
         seed: int | None = None,
-        timeout: float = 5.0,
+        timeout: float = DEFAULT_TIMEOUT,
         token_budget: int | None = None,
         tokenizer: Tokenizer | str | None = None,
         prompts_dir: str | Path | None = None,
@@ -176,13 +180,9 @@ class EpisodeCore:
             raise ConfigError(f"max_turns must be an int >= 1, got {max_turns!r}")
         if not (isinstance(timeout, (int, float)) and timeout > 0):
             raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
-        if feedback_from not in FEEDBACK_SOURCES:
-            raise ConfigError(f"feedback_from must be one of {', '.join(FEEDBACK_SOURCES)}, "
-                              f"got {feedback_from!r}")
-        if stop_when not in STOP_CONDITIONS:
-            raise ConfigError(f"stop_when must be one of {', '.join(STOP_CONDITIONS)}, got {stop_when!r}")
-        if step_reward not in STEP_REWARDS:
-            raise ConfigError(f"step_reward must be one of {', '.join(STEP_REWARDS)}, got {step_reward!r}")
+        feedback_from = parse(FeedbackSource, feedback_from, "feedback_from").value
+        stop_when = parse(StopWhen, stop_when, "stop_when").value
+        step_reward = parse(StepReward, step_reward, "step_reward").value
         if grader is not None and isolation is not None:
             raise ConfigError("pass isolation= or grader=, not both (a custom grader picks its own isolation)")
         self.max_turns = max_turns
@@ -193,7 +193,7 @@ class EpisodeCore:
         self.step_reward = step_reward
         # Visible checks get a sandbox run of their own whenever the policy is shown (or stopped
         # by) their result: then nothing it sees can depend on what the code did on hidden inputs.
-        self.visible_apart = feedback_from == "visible" or stop_when == "visible"
+        self.visible_apart = feedback_from == FeedbackSource.VISIBLE or stop_when == StopWhen.VISIBLE
         self._parts: tuple[Task, Task | None] | None = None
         self._floors: dict[int, int] = {}  # _feedback_floor by turns left (the templates are fixed)
         self.reward_fn = reward_fn
@@ -243,10 +243,7 @@ class EpisodeCore:
                 self._rng = random.Random(self._rng_seed)
             task = self._rng.choice(self.tasks)
         else:
-            if isinstance(task_index, bool) or not isinstance(task_index, int) or \
-                    not -len(self.tasks) <= task_index < len(self.tasks):
-                raise ConfigError(f"task_index must be an int in [0, {len(self.tasks)}), got {task_index!r}")
-            task = self.tasks[task_index]
+            task = self.tasks[select.task_index(self.tasks, task_index, negative=True)]
         system = self.prompts.system(max_turns=self.max_turns)
         user = self.prompts.task(task, max_turns=self.max_turns)
         prompt_tokens = self._conversation.start([("system", system), ("user", user)])
@@ -263,7 +260,7 @@ class EpisodeCore:
             difficulty=task.difficulty,
             mode=self.mode,
             feedback_from=self.feedback_from,
-            decided_by="checks" if self.stop_when == "hidden" else "visible_checks",
+            decided_by="checks" if self.stop_when == StopWhen.HIDDEN else "visible_checks",
             metadata={
                 "tokenizer": self.counter.name,
                 "prompt_tokens": prompt_tokens,
@@ -429,9 +426,9 @@ class EpisodeCore:
 
     def _paid(self, score: float, previous: TurnRecord | None, last: bool) -> float:
         """The step reward for a turn that scored ``score`` (see ``step_reward``)."""
-        if self.step_reward == "absolute":
+        if self.step_reward == StepReward.ABSOLUTE:
             return score
-        if self.step_reward == "final":
+        if self.step_reward == StepReward.FINAL:
             return score if last else 0.0
         return score - (previous.reward if previous is not None else 0.0)
 
@@ -449,9 +446,9 @@ class EpisodeCore:
 
         # What the policy may see. Under feedback_from="visible" it is the visible run alone
         # (its own sandbox run), never anything computed from the hidden result.
-        shown = hidden if self.feedback_from == "all" else (visible if visible is not None else no_checks)
+        shown = hidden if self.feedback_from == FeedbackSource.ALL else (visible if visible is not None else no_checks)
         # Which tests end the episode: the hidden ones, or (RLEF) the visible ones.
-        stop_on = hidden if self.stop_when == "hidden" else (visible if visible is not None else no_checks)
+        stop_on = hidden if self.stop_when == StopWhen.HIDDEN else (visible if visible is not None else no_checks)
         solved = stop_on.all_passed
         shown_outcome = classify_outcome(code, shown) if shown.total or not code.strip() else "not_shown"
 
@@ -498,12 +495,12 @@ class EpisodeCore:
         trajectory.stop_reason = stop_reason
         reward = self._paid(score, previous, conv.done)
 
-        info: dict[str, Any] = {
+        info: StepInfo = {
             "task_name": task.name,
             "turn": turn,
             # What the feedback was built from ("hidden" checks, or the "visible" run alone):
             # under "visible", no value in this dict depends on a hidden check.
-            "view": "hidden" if self.feedback_from == "all" else "visible",
+            "view": "hidden" if self.feedback_from == FeedbackSource.ALL else "visible",
             "passed": shown.passed,
             "total": shown.total,
             "fraction": shown.fraction,
@@ -518,20 +515,20 @@ class EpisodeCore:
             "observation_tokens": observation_tokens,
             "tokens_used": conv.tokens_used,
             "tokens_left": conv.tokens_left,
-            "isolation": (visible or hidden).isolation if self.feedback_from == "visible" else hidden.isolation,
-            "terminated": next_state is ConversationState.SOLVED or self.mode == "single_step",
-            "truncated": self.mode != "single_step" and next_state in (ConversationState.OUT_OF_TURNS,
+            "isolation": (visible or hidden).isolation if self.feedback_from == FeedbackSource.VISIBLE else hidden.isolation,
+            "terminated": next_state is ConversationState.SOLVED or self.mode == Mode.SINGLE_STEP,
+            "truncated": self.mode != Mode.SINGLE_STEP and next_state in (ConversationState.OUT_OF_TURNS,
                                                                        ConversationState.OUT_OF_TOKENS),
             "stop_reason": stop_reason,
         }
-        if self.feedback_from == "all":
+        if self.feedback_from == FeedbackSource.ALL:
             info["delta"] = record.delta
             info["exec_seconds"] = hidden.exec_seconds
         return self._observation(), reward, conv.done, info
 
     def _stop_reason(self, state: ConversationState) -> str | None:
-        if self.mode == "single_step":
-            return "single_step"  # a bandit episode simply ends: neither solved nor cut short
+        if self.mode == Mode.SINGLE_STEP:
+            return StopReason.SINGLE_STEP.value  # a bandit episode simply ends: neither solved nor cut short
         return STOP_REASON_OF.get(state)
 
 

@@ -51,12 +51,11 @@ from agentenv.prompts import Prompts
 from agentenv.records import classify_outcome
 from agentenv.rewards import RewardFn, checked_reward, get_reward
 from agentenv.sandbox.result import RunResult
+from agentenv.tasks import schema
 from agentenv.tasks.schema import (
     EQUALITIES,
     Check,
-    StdioCase,
     Task,
-    check_from_dict,
     check_to_dict,
 )
 
@@ -153,36 +152,8 @@ def to_hf_dataset(tasks: Iterable[Task] | str, *, conversational: bool = True,
 # -- reading one batch -------------------------------------------------------------------------
 
 def decode_checks(value: Any) -> tuple[Check, ...] | None:
-    """A row's ``checks`` value as a tuple of checks; ``None`` when the row has none.
-
-    Accepts the JSON text :func:`to_records` writes, a list of strings /
-    ``{"stdin", "expected_stdout"}`` dicts / :class:`StdioCase`, or a plain string of Python that
-    is not a JSON list (taken as one check, e.g. a block of asserts).
-    """
-    if value is None:
-        return None
-    if isinstance(value, StdioCase):
-        return (value,)
-    if isinstance(value, str):
-        stripped = value.strip()
-        if not stripped:
-            return None
-        if stripped.startswith("["):
-            try:
-                decoded = json.loads(stripped)
-            except ValueError:
-                decoded = None
-            if isinstance(decoded, list):
-                value = decoded
-            else:
-                return (value,)
-        else:
-            return (value,)
-    if not isinstance(value, Sequence):
-        raise ConfigError(f"a row's checks must be a JSON list, a list of checks or a string of "
-                          f"Python; got {type(value).__name__}")
-    checks = tuple(c if isinstance(c, StdioCase) else check_from_dict(c) for c in value)
-    return checks or None
+    """A row's ``checks`` value as checks (see :func:`agentenv.tasks.schema.decode_checks`)."""
+    return schema.decode_checks(value)
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["AsyncPolicy", "Observation", "Policy", "acall_policy", "policy_model", "policy_name"]
+__all__ = ["AsyncPolicy", "Observation", "Policy", "PolicyLike", "acall_policy", "blocks",
+           "policy_model", "policy_name"]
 
 Observation = Mapping[str, Any]
 
@@ -42,26 +43,46 @@ class AsyncPolicy(Protocol):
     async def acall(self, obs: Observation) -> str: ...
 
 
+# What the runner and the episode loop accept: a sync policy, one with an async twin, or a
+# plain ``async def`` (obs -> awaitable text).
+PolicyLike = Policy | AsyncPolicy | Callable[[Observation], Awaitable[str]]
+
+
 def _is_coroutine_callable(fn: Any) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
 
 
-async def acall_policy(policy: Any, obs: Observation, executor: Executor | None = None) -> str:
+def _has_acall(policy: Any) -> bool:
+    return getattr(policy, "acall", None) is not None
+
+
+def _inline(policy: Any) -> bool:
+    return getattr(policy, "blocking", True) is False
+
+
+def blocks(policy: PolicyLike) -> bool:
+    """Whether calling ``policy`` would block the event loop, so it needs a worker thread:
+    True unless it has ``acall``, is ``async def`` or is marked ``blocking = False``."""
+    return not (_has_acall(policy) or _is_coroutine_callable(policy) or _inline(policy))
+
+
+async def acall_policy(policy: PolicyLike, obs: Observation, executor: Executor | None = None) -> str:
     """Call any policy from async code without blocking the event loop.
 
     Order of preference: ``policy.acall``; an ``async def`` policy; a policy marked
     ``blocking = False`` called inline; otherwise the sync call in a worker thread of
     ``executor`` (the loop's default executor when None).
     """
-    acall = getattr(policy, "acall", None)
-    if acall is not None:
-        return await acall(obs)
+    # The text is returned as it came (a Completion keeps its usage numbers).
+    call: Any = policy
+    if _has_acall(policy):
+        return await call.acall(obs)
     if _is_coroutine_callable(policy):
-        return await policy(obs)
-    if getattr(policy, "blocking", True) is False:
-        return policy(obs)
+        return await call(obs)
+    if _inline(policy):
+        return call(obs)
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(executor, functools.partial(policy, obs))
+    return await loop.run_in_executor(executor, functools.partial(call, obs))
 
 
 def policy_name(policy: Any) -> str:

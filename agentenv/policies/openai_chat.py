@@ -29,13 +29,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import os
 import threading
 from collections.abc import Mapping
 from typing import Any
 
 import tenacity
 
+from agentenv import settings
+from agentenv.choices import Transport, parse, values
 from agentenv.errors import (
     AgentEnvError,
     ConfigError,
@@ -64,7 +65,7 @@ DEFAULT_SYSTEM_PROMPT = (
     "You are an expert Python programmer. Solve the task. Answer with the complete solution "
     "in a single ```python code block."
 )
-TRANSPORTS = ("auto", "aiohttp", "sdk")
+TRANSPORTS = values(Transport)
 _NO_KEY_PLACEHOLDER = "not-needed"  # local OpenAI-compatible servers ignore the key
 _TOKEN_BUDGET_HINT = ("the conversation no longer fits the model's context: cap it with "
                       "--token-budget (MultiTurnCodingEnv(token_budget=...)) below the context length")
@@ -201,11 +202,10 @@ class OpenAIPolicy:
             raise ConfigError("breaker_threshold and breaker_seconds must be >= 0")
         if max_tokens is not None and max_tokens < 1:
             raise ConfigError(f"max_tokens must be a positive integer, got {max_tokens!r}")
-        if transport not in TRANSPORTS:
-            raise ConfigError(f"transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
+        transport = parse(Transport, transport, "transport").value
         self.model = model
-        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "").rstrip("/") or None
-        key = api_key or os.environ.get("OPENAI_API_KEY") or None
+        self.base_url = (base_url or settings.openai_base_url() or "").rstrip("/") or None
+        key = api_key or settings.openai_api_key() or None
         if key is None and self.base_url is None:
             raise PolicyError(
                 "OpenAIPolicy has no API key: set the OPENAI_API_KEY environment variable (or pass "
@@ -577,7 +577,7 @@ def _env_proxy(url: str) -> str | None:
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
-    proxies = urllib.request.getproxies_environment()
+    proxies = settings.proxies()
     proxy = proxies.get(parts.scheme) or proxies.get("all")
     bypass = getattr(urllib.request, "proxy_bypass_environment")  # noqa: B009 - missing from typeshed
     if not proxy or bypass(parts.hostname or "", proxies):
@@ -595,6 +595,5 @@ def openai_policy(obs: Observation, model: str = "gpt-4o", temperature: float = 
 
     Reads ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL``; reuses one client per setting.
     """
-    policy = _cached_policy(model, temperature, os.environ.get("OPENAI_BASE_URL") or None,
-                            os.environ.get("OPENAI_API_KEY") or None)
+    policy = _cached_policy(model, temperature, settings.openai_base_url(), settings.openai_api_key())
     return policy(obs)

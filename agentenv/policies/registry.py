@@ -13,12 +13,13 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
+from agentenv.choices import PolicyKind, values
 from agentenv.errors import PolicyError
 from agentenv.tasks.schema import Task
 
 __all__ = ["POLICY_NAMES", "make_policy"]
 
-POLICY_NAMES: tuple[str, ...] = ("mock", "reference", "scripted", "openai")
+POLICY_NAMES: tuple[str, ...] = values(PolicyKind)
 
 
 def _accepted(fn: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -67,16 +68,16 @@ def make_policy(name: str, *, tasks: Sequence[Task] | None = None, **kwargs: Any
         if extra:
             raise PolicyError(f"policy {key!r} takes no option(s) {extra}")
 
-    if key == "mock":
+    if key == PolicyKind.MOCK:
         no_options()
         return mock_policy
-    if key == "reference":
+    if key == PolicyKind.REFERENCE:
         no_options()
         return ReferencePolicy(tasks)
-    if key == "scripted":
+    if key == PolicyKind.SCRIPTED:
         no_options(("scripts",))
         return ScriptedPolicy(tasks, scripts=kwargs.get("scripts"))
-    if key == "openai":
+    if key == PolicyKind.OPENAI:
         options = dict(kwargs)
         model = options.pop("model", None) or "gpt-4o"
         try:

@@ -17,6 +17,7 @@ from typing import Any
 
 from agentenv.errors import ConfigError
 from agentenv.records import Trajectory
+from agentenv.report.records import Comparison, MetricDifference
 from agentenv.report.runs import by_task, load_run, run_settings
 from agentenv.report.stats import bootstrap_difference, mean, paired_bootstrap
 
@@ -54,7 +55,7 @@ def _template_differences(a: list[dict[str, str]], b: list[dict[str, str]]) -> d
 
 
 def compare_runs(run_a: RunLike, run_b: RunLike, n_boot: int = 10_000, seed: int = 0, *,
-                 n_boot_task: int = 1_000, confidence: float = 0.95) -> dict[str, Any]:
+                 n_boot_task: int = 1_000, confidence: float = 0.95) -> Comparison:
     """Per-task and overall differences ``B - A`` with bootstrap intervals (see module doc)."""
     path_a, episodes_a = resolve_run(run_a)
     path_b, episodes_b = resolve_run(run_b)
@@ -89,7 +90,7 @@ def compare_runs(run_a: RunLike, run_b: RunLike, n_boot: int = 10_000, seed: int
             }
         by_task_rows[name] = row
 
-    overall = {}
+    overall: dict[str, MetricDifference] = {}
     for metric in COMPARED_METRICS:
         interval = paired_bootstrap(differences[metric], n_boot=n_boot, seed=f"{seed}:{metric}",
                                     confidence=confidence)

@@ -21,11 +21,20 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 from agentenv.records import OUTCOMES, Trajectory
 from agentenv.report.budget import episode_cost
+from agentenv.report.records import (
+    MetricRow,
+    RewardDistribution,
+    RewardSummary,
+    RunMetrics,
+    TaskRow,
+    TokenMeans,
+    Transitions,
+)
 from agentenv.report.runs import by_task, run_mode, run_settings
 from agentenv.report.stats import mean, quantile
 
@@ -57,12 +66,17 @@ def _solved_by(trajectory: Trajectory, turn: int) -> bool:
     return solved is not None and solved <= turn
 
 
-def _mean_tokens(episodes: Sequence[Trajectory]) -> dict[str, float | None]:
+def _tokens(means: Mapping[str, float | None]) -> TokenMeans:
+    return {"generated": means["generated"], "processed": means["processed"],
+            "conversation": means["conversation"]}
+
+
+def _mean_tokens(episodes: Sequence[Trajectory]) -> TokenMeans:
     costs = [episode_cost(t).to_dict() for t in episodes]
-    return {key: mean([c[key] for c in costs if c[key] is not None]) for key in TOKEN_KEYS}
+    return _tokens({key: mean([c[key] for c in costs if c[key] is not None]) for key in TOKEN_KEYS})
 
 
-def task_row(episodes: Sequence[Trajectory], turns: int) -> dict[str, Any]:
+def task_row(episodes: Sequence[Trajectory], turns: int) -> TaskRow:
     """The metrics of one task's episodes (see the module docstring)."""
     n = len(episodes)
     # Only an episode allowed a second turn can be repaired (none in a single-step run).
@@ -85,13 +99,15 @@ def task_row(episodes: Sequence[Trajectory], turns: int) -> dict[str, Any]:
     }
 
 
-def _macro(rows: Sequence[dict[str, Any]], key: str) -> float | None:
-    return mean([row[key] for row in rows if row[key] is not None])
+def _macro(rows: Sequence[MetricRow], key: str) -> float | None:
+    plain = cast(Sequence[Mapping[str, Any]], rows)
+    return mean([row[key] for row in plain if row[key] is not None])
 
 
-def aggregate(rows: Sequence[dict[str, Any]], turns: int) -> dict[str, Any]:
+def aggregate(rows: Sequence[MetricRow], turns: int) -> MetricRow:
     """Overall row from task rows: rates averaged over tasks, the repair rate pooled."""
     repaired = sum(row["repaired"] for row in rows)
+    token_rows = [cast(Mapping[str, float | None], row["tokens"]) for row in rows]
     failed_first = sum(row["failed_first"] for row in rows)
     return {
         "episodes": sum(row["episodes"] for row in rows),
@@ -104,10 +120,11 @@ def aggregate(rows: Sequence[dict[str, Any]], turns: int) -> dict[str, Any]:
         "mean_reward": _macro(rows, "mean_reward"),
         "mean_first_reward": _macro(rows, "mean_first_reward"),
         "mean_turns": _macro(rows, "mean_turns"),
-        "cumulative_solve_rate": [mean([row["cumulative_solve_rate"][k] for row in rows])
+        "cumulative_solve_rate": [mean(cast(list[float], [row["cumulative_solve_rate"][k] for row in rows]))
                                   for k in range(turns)],
-        "tokens": {key: mean([row["tokens"][key] for row in rows if row["tokens"][key] is not None])
-                   for key in TOKEN_KEYS},
+        "tokens": _tokens({key: mean([value for tokens in token_rows
+                                      if (value := tokens[key]) is not None])
+                           for key in TOKEN_KEYS}),
     }
 
 
@@ -121,7 +138,7 @@ def _histogram(values: Sequence[float], low: float, high: float) -> list[int]:
     return counts
 
 
-def _describe(values: Sequence[float]) -> dict[str, float | None]:
+def _describe(values: Sequence[float]) -> RewardSummary:
     if not values:
         return {"mean": None, "std": None, "min": None, "median": None, "max": None}
     ordered = sorted(values)
@@ -131,7 +148,7 @@ def _describe(values: Sequence[float]) -> dict[str, float | None]:
             "median": quantile(ordered, 0.5), "max": ordered[-1]}
 
 
-def reward_distribution(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
+def reward_distribution(trajectories: Sequence[Trajectory]) -> RewardDistribution:
     """Histograms (``REWARD_BINS`` equal bins centred on 0, 0.1, ..., 1 for rewards in [0, 1])
     and summaries of final and first-turn rewards."""
     final = [t.final_reward for t in trajectories]
@@ -148,7 +165,7 @@ def reward_distribution(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
     }
 
 
-def transitions(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
+def transitions(trajectories: Sequence[Trajectory]) -> Transitions:
     """Counts of outcome at turn t -> outcome at turn t+1, pooled over episodes and turns."""
     index = {name: i for i, name in enumerate(OUTCOMES)}
     counts = [[0] * len(OUTCOMES) for _ in OUTCOMES]
@@ -173,18 +190,19 @@ def _by_turn(trajectories: Sequence[Trajectory], turns: int) -> dict[str, Any]:
     }
 
 
-def run_metrics(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
+def run_metrics(trajectories: Sequence[Trajectory]) -> RunMetrics:
     """Every metric of a run, as a JSON-ready dict (overall, by difficulty, by task, ...)."""
     turns = horizon(trajectories)
     groups = by_task(trajectories)
     rows = {name: task_row(episodes, turns) for name, episodes in groups.items()}
-    difficulty: dict[str, list[dict[str, Any]]] = {}
+    difficulty: dict[str, list[MetricRow]] = {}
     for name, episodes in groups.items():
         level = episodes[0].difficulty or "unknown"
         difficulty.setdefault(level, []).append(rows[name])
     for name, episodes in groups.items():
         rows[name]["difficulty"] = episodes[0].difficulty
     samples = [len(episodes) for episodes in groups.values()]
+    by_turn = _by_turn(trajectories, turns)
     return {
         "run": {
             "mode": run_mode(trajectories),
@@ -200,7 +218,9 @@ def run_metrics(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
                                                           key=lambda item: _difficulty_key(item[0]))},
         "by_task": rows,
         "stop_reasons": dict(sorted(Counter(str(t.stop_reason) for t in trajectories).items())),
-        **_by_turn(trajectories, turns),
+        "episodes_reaching_turn": by_turn["episodes_reaching_turn"],
+        "mean_reward_by_turn": by_turn["mean_reward_by_turn"],
+        "outcomes_by_turn": by_turn["outcomes_by_turn"],
         "reward_distribution": reward_distribution(trajectories),
         "transitions": transitions(trajectories),
     }

@@ -23,6 +23,7 @@ from agentenv.report.browser import (
     final_outcome,
     ordered_episodes,
 )
+from agentenv.report.records import ReviseResult, RunMetrics
 from agentenv.report.text import count, difficulty_rows, revise_header, revise_rows, tokens
 
 __all__ = ["image", "render_page", "report_page", "revise_page", "table"]
@@ -126,7 +127,7 @@ def _episode_links(episodes: Sequence[Trajectory]) -> str:
             f"</tr></thead><tbody>{rows}</tbody></table>")
 
 
-def report_page(metrics: Mapping[str, Any], images: Mapping[str, bytes], title: str,
+def report_page(metrics: RunMetrics, images: Mapping[str, bytes], title: str,
                 episodes: Sequence[Trajectory] | None = None) -> str:
     """The run report: settings, headline table, the figures that were drawn, per-difficulty
     and per-task rows, and (given the episodes) a link to each in the rollout browser."""
@@ -178,7 +179,7 @@ def _reward_table(dist: Mapping[str, Any]) -> str:
     return table(["reward (bin centre)", "episodes (final turn)", "episodes (first turn)"], rows)
 
 
-def revise_page(result: Mapping[str, Any], figure: bytes | None) -> str:
+def revise_page(result: ReviseResult, figure: bytes | None) -> str:
     """The revise-vs-resample page: the budget figure (when drawn), the table, the interval."""
     k = result["k"]
     diff = result["revise_minus_1@k"]
@@ -191,7 +192,7 @@ def revise_page(result: Mapping[str, Any], figure: bytes | None) -> str:
     sections = [
         ("Solve rate against budget", image(figure, "solve rate against budget") if figure else
          '<p class="note">(figure left out: matplotlib is not installed)</p>'),
-        ("Table", table(revise_header(k), revise_rows(dict(result)))
+        ("Table", table(revise_header(k), revise_rows(result))
          + '<p class="note">gen = generated tokens, proc = processed (prompt + generated over '
            f"calls); rev = one multi-turn episode of up to {k} turns, {k}x = {k} single-step "
            "samples</p>"),

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentenv.errors import MissingDependency
+from agentenv.report.records import ReviseResult, RunMetrics
 
 __all__ = [
     "PLOTS_MISSING",
@@ -64,7 +65,7 @@ def _empty(axis: Any, message: str) -> None:
     axis.set_yticks([])
 
 
-def cumulative_solve_plot(metrics: dict[str, Any]) -> bytes:
+def cumulative_solve_plot(metrics: RunMetrics) -> bytes:
     """Solve rate by turn t (solved at or before t), overall and per difficulty."""
     figure, (axis,) = _figure(6.0, 3.8)
     series = [("all tasks", metrics["overall"]["cumulative_solve_rate"])]
@@ -85,7 +86,7 @@ def cumulative_solve_plot(metrics: dict[str, Any]) -> bytes:
     return _png(figure)
 
 
-def reward_distribution_plot(metrics: dict[str, Any]) -> bytes:
+def reward_distribution_plot(metrics: RunMetrics) -> bytes:
     """Histogram of final rewards (and first-turn rewards when episodes have several turns)."""
     dist = metrics["reward_distribution"]
     edges: Sequence[float] = dist["bin_edges"]
@@ -108,7 +109,7 @@ def reward_distribution_plot(metrics: dict[str, Any]) -> bytes:
     return _png(figure)
 
 
-def transition_heatmap(metrics: dict[str, Any]) -> bytes:
+def transition_heatmap(metrics: RunMetrics) -> bytes:
     """Turn-to-turn outcome transitions: rows are turn t, columns turn t+1, cells row shares."""
     data = metrics["transitions"]
     figure, (axis,) = _figure(6.4, 5.0)
@@ -134,7 +135,7 @@ def transition_heatmap(metrics: dict[str, Any]) -> bytes:
     return _png(figure)
 
 
-def budget_plot(result: dict[str, Any]) -> bytes:
+def budget_plot(result: ReviseResult) -> bytes:
     """Solve rate against budget: revise vs resample, by calls and by tokens."""
     points = result["budget"]
     figure, (by_calls, by_tokens) = _figure(11.0, 4.0, columns=2)

@@ -43,6 +43,7 @@ from agentenv.errors import ConfigError
 from agentenv.records import Trajectory
 from agentenv.report.budget import episode_cost
 from agentenv.report.compare import RunLike, resolve_run
+from agentenv.report.records import ReviseResult
 from agentenv.report.runs import by_task, run_mode, run_settings
 from agentenv.report.stats import mean, paired_bootstrap, pass_at_k
 
@@ -281,7 +282,7 @@ def _budget(rows: Sequence[dict[str, Any]], k: int, *, n_boot: int = 1000, seed:
 
 def revise_vs_resample(single_step_run: RunLike, multi_turn_run: RunLike, k: int | None = None,
                        *, n_boot: int = 10_000, seed: int = 0, confidence: float = 0.95
-                       ) -> dict[str, Any]:
+                       ) -> ReviseResult:
     """The revise-vs-resample table at a budget of ``k`` calls (see the module docstring)."""
     path_single, single = resolve_run(single_step_run)
     path_multi, multi = resolve_run(multi_turn_run)

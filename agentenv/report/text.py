@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agentenv.report.records import Comparison, MetricRow, ReviseResult, RunMetrics
+
 __all__ = ["count", "difficulty_rows", "format_comparison", "format_report", "format_revise",
            "revise_header", "revise_rows", "table", "tokens"]
 
@@ -69,14 +71,14 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join([line(cells[0]), rule, *(line(row) for row in cells[1:])])
 
 
-def _run_row(label: str, row: dict[str, Any]) -> list[Any]:
+def _run_row(label: str, row: MetricRow) -> list[Any]:
     return [label, row["tasks"], row["episodes"], row["pass@1"], row["solve_rate"],
             row["repair_rate"], row["mean_reward"], row["mean_turns"],
             tokens(row["tokens"]["generated"]), tokens(row["tokens"]["processed"]),
             tokens(row["tokens"]["conversation"])]
 
 
-def format_report(metrics: dict[str, Any]) -> str:
+def format_report(metrics: RunMetrics) -> str:
     """The run's metrics as terminal text: overall, by difficulty, by turn, by task."""
     run = metrics["run"]
     settings = run["settings"]
@@ -111,7 +113,7 @@ def format_report(metrics: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def format_comparison(comparison: dict[str, Any]) -> str:
+def format_comparison(comparison: Comparison) -> str:
     """Per-task and overall differences B - A with their intervals."""
     a, b = comparison["a"], comparison["b"]
     confidence = round(comparison["confidence"] * 100)
@@ -151,7 +153,7 @@ def revise_header(k: int) -> list[str]:
             "gen tok rev", f"gen tok {k}x", "proc tok rev", f"proc tok {k}x"]
 
 
-def revise_rows(result: dict[str, Any]) -> list[list[Any]]:
+def revise_rows(result: ReviseResult) -> list[list[Any]]:
     """The revise-vs-resample table's rows: one per task, then the overall row."""
 
     def row(label: str, values: dict[str, Any], n: Any) -> list[Any]:
@@ -167,7 +169,7 @@ def revise_rows(result: dict[str, Any]) -> list[list[Any]]:
     return rows
 
 
-def format_revise(result: dict[str, Any]) -> str:
+def format_revise(result: ReviseResult) -> str:
     """The revise-vs-resample table: per task and overall, then the paired interval."""
     k = result["k"]
     header = revise_header(k)

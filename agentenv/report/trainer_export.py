@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agentenv.choices import ExportFormat, parse, values
 from agentenv.credit import group_advantages, turn_advantages
 from agentenv.errors import ConfigError, MissingDependency
 from agentenv.records import Trajectory
@@ -39,7 +40,7 @@ from agentenv.untrusted import json_line
 __all__ = ["TRAINER_FILE", "episode_rows", "export_trainer_records", "trainer_rows"]
 
 TRAINER_FILE = "trainer"  # .jsonl or .parquet
-FORMATS = ("jsonl", "parquet")
+FORMATS = values(ExportFormat)
 
 
 def _advantages(trajectories: Sequence[Trajectory], scheme: str, scale_rewards: str,
@@ -145,8 +146,7 @@ def export_trainer_records(run: str | Path | Sequence[Trajectory], out: str | Pa
                            scale_rewards: str = "group", baseline: str = "mean") -> Path:
     """Write per-turn rows (or, ``packed=True``, per-episode rows) as JSONL or Parquet; returns
     the file. ``out`` defaults to ``trainer.<format>`` in the run directory."""
-    if format not in FORMATS:
-        raise ConfigError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
+    format = parse(ExportFormat, format, "format").value
     if isinstance(run, (str, Path)):
         trajectories, default_dir = load_run(run), trajectories_path(run).parent
     else:

@@ -25,6 +25,7 @@ from agentenv.report.plots import (
     reward_distribution_plot,
     transition_heatmap,
 )
+from agentenv.report.records import Comparison, ReviseResult, RunMetrics
 from agentenv.report.revise import revise_vs_resample
 from agentenv.report.runs import load_run, load_summary, trajectories_path
 from agentenv.report.text import format_comparison, format_report, format_revise
@@ -44,7 +45,7 @@ def _write_json(path: Path, data: Any) -> None:
 
 
 def write_report(run_dir: str | Path, out_dir: str | Path | None = None, *, credit: bool = True,
-                 gamma: float = 1.0) -> dict[str, Any]:
+                 gamma: float = 1.0) -> RunMetrics:
     """Compute a run's metrics and write them (into ``<run_dir>/report`` by default).
 
     Files: ``metrics.json``, ``report.txt`` (the terminal table), ``report.html``
@@ -99,7 +100,7 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None, *, cred
 
 
 def write_comparison(run_a: RunLike, run_b: RunLike, out_dir: str | Path, *,
-                     n_boot: int = 10_000, seed: int = 0) -> dict[str, Any]:
+                     n_boot: int = 10_000, seed: int = 0) -> Comparison:
     """Compare two runs and write ``compare.json`` and ``compare.txt`` into ``out_dir``."""
     comparison = compare_runs(run_a, run_b, n_boot=n_boot, seed=seed)
     out = Path(out_dir)
@@ -113,7 +114,7 @@ def write_comparison(run_a: RunLike, run_b: RunLike, out_dir: str | Path, *,
 
 def write_revise_report(single_step_run: str | Path, multi_turn_run: str | Path,
                         out_dir: str | Path | None = None, *, k: int | None = None,
-                        n_boot: int = 10_000, seed: int = 0) -> dict[str, Any]:
+                        n_boot: int = 10_000, seed: int = 0) -> ReviseResult:
     """Revise vs resample, written to ``out_dir`` (default ``<multi_turn_run>/revise_vs_resample``).
 
     Files: ``revise_vs_resample.json``, ``.txt`` (the table), ``.html`` (self-contained) and,

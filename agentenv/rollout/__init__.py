@@ -7,22 +7,23 @@
 - :func:`run_repair_trees` / :func:`arun_repair_trees`: N first programs per task and M repairs
   from each failing one, the shared first turn generated once (snapshot and restore);
 - :class:`RolloutConfig`, :func:`plan_episodes`: what a run is; :func:`read_trajectories`,
-  :func:`summarize`: reading a run back.
+  :func:`summarize`: reading a run back; :func:`register_backend`: a backend of your own.
+
+Modules, top to bottom: ``runner`` and ``tree`` (whole runs) use ``backends`` (the registry;
+``local`` there, ``ray`` in ``ray_backend``), which use ``execute`` (the scheduler and the
+episode worker every backend shares), which uses ``episode`` (one episode); beside them,
+``plan`` (what a run is), ``store`` (its directory) and ``summary`` (its numbers).
 """
 
 from __future__ import annotations
 
+# ray_backend is imported for its registration (it imports Ray itself only when it is used).
+from agentenv.rollout import ray_backend as _ray_backend  # noqa: F401
+from agentenv.rollout.backends import Backend, LocalBackend, backend_names, register_backend
 from agentenv.rollout.episode import arun_episode, run_episode
+from agentenv.rollout.execute import EnvFactory, EnvPool, EpisodeError
 from agentenv.rollout.plan import EpisodeSpec, RolloutConfig, episode_seed, make_env, plan_episodes
-from agentenv.rollout.runner import (
-    EnvFactory,
-    EnvPool,
-    EpisodeError,
-    LocalBackend,
-    RolloutResult,
-    arun_rollouts,
-    run_rollouts,
-)
+from agentenv.rollout.runner import RolloutResult, arun_rollouts, run_rollouts
 from agentenv.rollout.store import (
     CONFIG_FILE,
     SUMMARY_FILE,
@@ -37,6 +38,7 @@ __all__ = [
     "CONFIG_FILE",
     "SUMMARY_FILE",
     "TRAJECTORIES_FILE",
+    "Backend",
     "EnvFactory",
     "EnvPool",
     "EpisodeError",
@@ -48,10 +50,12 @@ __all__ = [
     "arun_episode",
     "arun_repair_trees",
     "arun_rollouts",
+    "backend_names",
     "episode_seed",
     "make_env",
     "plan_episodes",
     "read_trajectories",
+    "register_backend",
     "run_episode",
     "run_repair_trees",
     "run_rollouts",

@@ -29,7 +29,7 @@ from concurrent.futures import Executor
 from typing import Any
 
 from agentenv.errors import ConfigError, EnvStateError, PolicyCallError
-from agentenv.policies.base import acall_policy, policy_model, policy_name
+from agentenv.policies.base import Policy, PolicyLike, acall_policy, policy_model, policy_name
 from agentenv.records import Trajectory
 
 __all__ = ["arun_episode", "run_episode"]
@@ -48,7 +48,7 @@ def _step_limit(env: Any, max_steps: int | None) -> int:
     return _DEFAULT_STEP_LIMIT
 
 
-def _finish(env: Any, policy: Any, episode_id: str | None, sample: int,
+def _finish(env: Any, policy: PolicyLike, episode_id: str | None, sample: int,
             error: PolicyCallError | None = None) -> Trajectory:
     trajectory = getattr(env, "trajectory", None)
     if not isinstance(trajectory, Trajectory):
@@ -96,7 +96,7 @@ def _did_not_end(env: Any, limit: int) -> EnvStateError:
                          "give the env a max_turns or pass max_steps=... to run_episode")
 
 
-def run_episode(env: Any, policy: Any, *, task_index: int | None = None, max_steps: int | None = None,
+def run_episode(env: Any, policy: Policy, *, task_index: int | None = None, max_steps: int | None = None,
                 episode_id: str | None = None, sample: int = 0, seed: int | None = None) -> Trajectory:
     """Reset ``env`` (on ``tasks[task_index]``, or a seeded random task), then step it with
     ``policy`` until ``done``; return the episode's Trajectory, labelled with the policy.
@@ -118,7 +118,7 @@ def run_episode(env: Any, policy: Any, *, task_index: int | None = None, max_ste
     raise _did_not_end(env, limit)
 
 
-async def arun_episode(env: Any, policy: Any, *, task_index: int | None = None,
+async def arun_episode(env: Any, policy: PolicyLike, *, task_index: int | None = None,
                        max_steps: int | None = None, episode_id: str | None = None, sample: int = 0,
                        seed: int | None = None, policy_slots: asyncio.Semaphore | None = None,
                        policy_executor: Executor | None = None) -> Trajectory:

@@ -15,23 +15,27 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
+from agentenv.choices import Backend, FeedbackSource, Mode, StopWhen, parse, values
 from agentenv.errors import ConfigError
+from agentenv.settings import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_MAX_TURNS,
+    DEFAULT_POLICY,
+    DEFAULT_TIMEOUT,
+)
 from agentenv.tasks.schema import Task
 
-__all__ = ["MODES", "EpisodeSpec", "RolloutConfig", "episode_seed", "make_env", "plan_episodes",
-           "task_set_hash"]
+__all__ = ["MODES", "EpisodeSpec", "RolloutConfig", "config_record", "episode_seed", "make_env",
+           "plan_episodes", "run_identity", "task_set_hash"]
 
-MODES = ("multi_turn", "single_step")
-FEEDBACK_FROM = ("all", "visible")
-STOP_WHEN = ("hidden", "visible")
-BACKENDS = ("local", "ray")
+MODES = values(Mode)
 # Settings that change what an episode is; a resumed run must keep them.
 # (The task set itself is guarded by its hash; base_url may change, e.g. a restarted server.)
 _IDENTITY = ("policy", "model", "mode", "max_turns", "seed", "timeout", "token_budget",
              "prompts_dir", "feedback_from", "temperature")
 # Settings added later: part of the identity only when not at their default, so that runs
 # written before they existed still resume.
-_IDENTITY_IF_SET = {"stop_when": "hidden"}
+_IDENTITY_IF_SET = {"stop_when": StopWhen.HIDDEN.value}
 
 
 @dataclass(frozen=True)
@@ -44,16 +48,16 @@ class RolloutConfig:
     """
 
     tasks: str = "builtin"
-    policy: str = "scripted"
+    policy: str = DEFAULT_POLICY
     model: str | None = None
     temperature: float | None = None
     base_url: str | None = None
     mode: str = "multi_turn"
-    max_turns: int = 3
+    max_turns: int = DEFAULT_MAX_TURNS
     samples: int = 1
     seed: int = 0
-    concurrency: int = 8
-    timeout: float = 5.0
+    concurrency: int = DEFAULT_CONCURRENCY
+    timeout: float = DEFAULT_TIMEOUT
     token_budget: int | None = None
     prompts_dir: str | None = None
     feedback_from: str = "all"
@@ -62,15 +66,10 @@ class RolloutConfig:
     address: str | None = None
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ConfigError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
-        if self.feedback_from not in FEEDBACK_FROM:
-            raise ConfigError(f"feedback_from must be one of {', '.join(FEEDBACK_FROM)}, "
-                              f"got {self.feedback_from!r}")
-        if self.stop_when not in STOP_WHEN:
-            raise ConfigError(f"stop_when must be one of {', '.join(STOP_WHEN)}, got {self.stop_when!r}")
-        if self.backend not in BACKENDS:
-            raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        # Checked against the choice sets; stored as the plain string (config.json holds strings).
+        for name, choices in (("mode", Mode), ("feedback_from", FeedbackSource),
+                              ("stop_when", StopWhen), ("backend", Backend)):
+            object.__setattr__(self, name, parse(choices, getattr(self, name), name).value)
         for name in ("max_turns", "samples", "concurrency"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -79,7 +78,7 @@ class RolloutConfig:
             raise ConfigError(f"timeout must be > 0 seconds, got {self.timeout!r}")
         if self.token_budget is not None and self.token_budget < 1:
             raise ConfigError(f"token_budget must be >= 1 (or unset), got {self.token_budget!r}")
-        if self.mode == "single_step" and self.max_turns != 1:
+        if self.mode == Mode.SINGLE_STEP and self.max_turns != 1:
             object.__setattr__(self, "max_turns", 1)  # a bandit has exactly one turn
 
     def to_dict(self) -> dict[str, Any]:
@@ -149,6 +148,19 @@ def task_set_hash(tasks: Sequence[Task]) -> str:
     return h.hexdigest()[:16]
 
 
+def config_record(config: RolloutConfig, tasks: Sequence[Task], policy_name: str,
+                  policy_model: str | None) -> dict[str, Any]:
+    """What ``config.json`` records about a run: its settings, the policy and the task set."""
+    return {**config.to_dict(), "policy_name": policy_name,
+            "policy_model": policy_model or config.model, "n_tasks": len(tasks),
+            "task_set_hash": task_set_hash(tasks)}
+
+
+def run_identity(config: RolloutConfig, tasks: Sequence[Task]) -> dict[str, Any]:
+    """The settings and task set a resumed run must share with the one it continues."""
+    return {**config.identity(), "task_set_hash": task_set_hash(tasks)}
+
+
 def make_env(config: RolloutConfig, tasks: Sequence[Task], seed: int) -> Any:
     """The environment one episode runs in: CodingEnv or MultiTurnCodingEnv per ``config.mode``,
     with the same options in both (prompts, tokenizer, budget, feedback source)."""
@@ -158,7 +170,7 @@ def make_env(config: RolloutConfig, tasks: Sequence[Task], seed: int) -> Any:
         options["prompts_dir"] = config.prompts_dir
     if config.model is not None:  # count the budget with the policy model's own tokenizer
         options["tokenizer"] = config.model
-    if config.mode == "single_step":
+    if config.mode == Mode.SINGLE_STEP:
         from agentenv.envs.coding import CodingEnv
 
         return CodingEnv(tasks=tasks, timeout=config.timeout, seed=seed, **options)

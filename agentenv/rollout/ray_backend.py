@@ -5,22 +5,27 @@ actors, one per CPU by default (each reserves one CPU, so Ray's scheduler spread
 the nodes). Each actor holds the task set and the policy, builds the environment for every
 episode it is handed, and runs its own sandbox pool in its own process; several episodes run
 concurrently inside an actor on asyncio, so the policy-call limit is shared out between
-actors. The driver keeps the plan, the resume logic and the JSONL writer (see
+actors (each runs an :class:`~agentenv.rollout.execute.EpisodeExecutor`, as the local backend
+does). The driver keeps the plan, the resume logic and the JSONL writer (see
 :mod:`agentenv.rollout.runner`): an actor returns the finished trajectory as a plain dict.
 Because episodes are seeded from their ids, a deterministic policy gives the same records here
-as on the local backend. Needs the ``ray`` extra.
+as on the local backend. Needs the ``ray`` extra (imported when a RayBackend is built); registered as ``"ray"``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from agentenv import settings
+from agentenv.choices import Backend
 from agentenv.errors import MissingDependency
 from agentenv.log import get_logger
+from agentenv.policies.base import PolicyLike
 from agentenv.records import Trajectory
+from agentenv.rollout.backends import register_backend
+from agentenv.rollout.execute import EnvFactory, EpisodeExecutor
 from agentenv.rollout.plan import EpisodeSpec, RolloutConfig, make_env
 from agentenv.tasks.schema import Task
 
@@ -40,23 +45,15 @@ def _import_ray() -> Any:
 class EpisodeActor:
     """Runs episodes in a Ray worker process (wrapped with ``ray.remote`` by RayBackend)."""
 
-    def __init__(self, tasks: Sequence[Task], policy: Any, config: RolloutConfig, slots: int,
-                 env_factory: Callable[..., Any] = make_env) -> None:
-        from agentenv.rollout.runner import EnvPool, policy_threads
-
+    def __init__(self, tasks: Sequence[Task], policy: PolicyLike, config: RolloutConfig, slots: int,
+                 env_factory: EnvFactory = make_env) -> None:
         self.policy = policy
-        self.envs = EnvPool(tasks, config, env_factory)
-        self._threads = policy_threads(policy, slots)
+        self._executor = EpisodeExecutor(tasks, policy, config, slots, env_factory)
+        self.envs = self._executor.envs
         self.n_slots = slots
-        self._slots: asyncio.Semaphore | None = None
 
     async def run(self, spec: dict[str, Any]) -> dict[str, Any]:
-        from agentenv.rollout.runner import run_spec
-
-        if self._slots is None:  # inside the actor's event loop
-            self._slots = asyncio.Semaphore(self.n_slots)
-        trajectory = await run_spec(EpisodeSpec.from_dict(spec), self.policy, self.envs, self._slots,
-                                    self._threads)
+        trajectory = await self._executor.run(EpisodeSpec.from_dict(spec))
         return trajectory.to_dict()
 
     def ping(self) -> bool:
@@ -66,20 +63,23 @@ class EpisodeActor:
 class RayBackend:
     """Runs planned episodes in Ray actors; ``await run(spec)`` returns the trajectory.
 
-    ``address`` (default ``config.address``) joins an existing cluster ("auto" or
-    "ray://host:10001"); without one, a Ray instance already initialised in this process is
-    used, else a local one is started (and shut down again by :meth:`aclose`).
+    ``address`` (default ``config.address``, else ``RAY_ADDRESS``) joins an existing cluster
+    ("auto" or "ray://host:10001"); without one, a Ray instance already initialised in this
+    process is used, else a local one is started (and shut down again by :meth:`aclose`).
     ``num_actors`` defaults to the cluster's CPU count.
     """
 
-    def __init__(self, tasks: Sequence[Task], policy: Any, config: RolloutConfig, *,
+    def __init__(self, tasks: Sequence[Task], policy: PolicyLike, config: RolloutConfig, *,
                  address: str | None = None, num_actors: int | None = None,
-                 env_factory: Callable[..., Any] = make_env) -> None:
+                 env_factory: EnvFactory = make_env) -> None:
         ray = _import_ray()
         self._ray = ray
         self._started_ray = False
         if not ray.is_initialized():
-            ray.init(address=address or config.address, ignore_reinit_error=True,
+            # Without an address (ours or RAY_ADDRESS): a fresh local instance ("local"), never
+            # the latest cluster some other process started, which a bare ray.init() would join.
+            where = address or config.address or settings.ray_address() or "local"
+            ray.init(address=where, ignore_reinit_error=True,
                      log_to_driver=False, include_dashboard=False)
             self._started_ray = True
         cpus = int(ray.cluster_resources().get("CPU", 1)) or 1
@@ -113,3 +113,11 @@ class RayBackend:
         self.actors = []
         if self._started_ray:
             self._ray.shutdown()
+
+
+def _make(tasks: Sequence[Task], policy: PolicyLike, config: RolloutConfig,
+          env_factory: EnvFactory) -> RayBackend:
+    return RayBackend(tasks, policy, config, env_factory=env_factory)
+
+
+register_backend(Backend.RAY.value, _make)

@@ -13,11 +13,83 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from agentenv.records import Trajectory
+from agentenv.rollout.plan import RolloutConfig
 
-__all__ = ["summarize", "summarize_group"]
+__all__ = ["DifficultyRow", "GroupSummary", "RunRecord", "Summary", "TaskRow", "TokenCounts",
+           "run_record", "summarize", "summarize_group"]
+
+
+class TokenCounts(TypedDict):
+    total: int
+    generated: int
+    mean_per_episode: float | None
+    prompt_tokens: int | None  # as the model server reported them; None offline
+    completion_tokens: int | None
+
+
+# The headline numbers of a group of episodes ("pass@1" needs the functional syntax).
+GroupSummary = TypedDict("GroupSummary", {
+    "episodes": int,
+    "pass@1": float | None,
+    "solve_rate": float | None,
+    "repair_rate": float | None,
+    "mean_reward": float | None,
+    "mean_turns": float | None,
+    "solve_rate_by_turn": list[float],
+    "tokens": TokenCounts,
+    "stop_reasons": dict[str, int],
+})
+
+
+class DifficultyRow(GroupSummary):
+    difficulty: str
+
+
+class TaskRow(GroupSummary):
+    task_name: str
+    difficulty: str | None
+
+
+class _RunRecordBase(TypedDict):
+    policy: str
+    model: str | None
+    tasks: str
+    mode: str  # a Mode, or "repair_tree" for a repair-tree run
+    max_turns: int
+    seed: int
+    seconds: float
+
+
+class RunRecord(_RunRecordBase, total=False):
+    """``summary["run"]``: how the run went (a repair-tree run records the base keys only)."""
+
+    samples: int
+    backend: str
+    concurrency: int
+    planned: int
+    resumed: int
+    ran: int
+    failed: int
+    episodes_per_second: float | None
+    stopped: str | None
+
+
+class _SummaryBase(GroupSummary):
+    tasks: int
+    per_difficulty: list[DifficultyRow]
+    per_task: list[TaskRow]
+
+
+class Summary(_SummaryBase, total=False):
+    """``summary.json``: the run's numbers; the runner adds ``run`` and ``errors``, a repair-tree
+    run also ``tree``."""
+
+    run: RunRecord
+    errors: list[dict[str, Any]]
+    tree: dict[str, Any]
 
 _UNKNOWN = "unknown"
 
@@ -26,7 +98,7 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def summarize_group(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
+def summarize_group(trajectories: Sequence[Trajectory]) -> GroupSummary:
     """The headline numbers of a group of episodes (None where a number is undefined)."""
     n = len(trajectories)
     solved_turns = [t.solved_turn for t in trajectories]
@@ -63,7 +135,7 @@ def summarize_group(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
 
 
 def summarize(trajectories: Iterable[Trajectory], *, difficulty_order: Sequence[str] = ("easy", "medium", "hard")
-              ) -> dict[str, Any]:
+              ) -> Summary:
     """The run's summary: overall numbers, then one row per difficulty and per task."""
     items = list(trajectories)
     by_difficulty: dict[str, list[Trajectory]] = {}
@@ -81,4 +153,19 @@ def summarize(trajectories: Iterable[Trajectory], *, difficulty_order: Sequence[
             {"task_name": name, "difficulty": group[0].difficulty, **summarize_group(group)}
             for name, group in by_task.items()
         ],
+    }
+
+
+def run_record(config: RolloutConfig, *, policy: str, model: str | None, planned: int, resumed: int,
+               ran: int, failed: int, seconds: float, stopped: str | None) -> RunRecord:
+    """``summary["run"]``: how the run went (what was planned, resumed, run and failed, how
+    long it took and why it stopped early, if it did)."""
+    return {
+        "policy": policy, "model": model or config.model,
+        "tasks": config.tasks, "mode": config.mode, "max_turns": config.max_turns,
+        "samples": config.samples, "seed": config.seed, "backend": config.backend,
+        "concurrency": config.concurrency, "planned": planned, "resumed": resumed,
+        "ran": ran, "failed": failed, "seconds": round(seconds, 3),
+        "episodes_per_second": round(ran / seconds, 3) if seconds > 0 else None,
+        "stopped": stopped,
     }

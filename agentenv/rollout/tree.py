@@ -24,9 +24,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agentenv.choices import Mode
 from agentenv.errors import ConfigError, EnvStateError
 from agentenv.log import get_logger
-from agentenv.policies.base import acall_policy, policy_model, policy_name
+from agentenv.policies.base import PolicyLike, acall_policy, policy_model, policy_name
 from agentenv.records import Trajectory
 from agentenv.rollout.plan import RolloutConfig, episode_seed, make_env, task_set_hash
 from agentenv.rollout.runner import EnvFactory, RolloutResult
@@ -39,7 +40,7 @@ __all__ = ["arun_repair_trees", "run_repair_trees"]
 log = get_logger(__name__)
 
 
-def _label(trajectory: Trajectory, policy: Any, episode_id: str, root: int, branch: int | None,
+def _label(trajectory: Trajectory, policy: PolicyLike, episode_id: str, root: int, branch: int | None,
            shared: int) -> Trajectory:
     return dataclasses.replace(
         trajectory, turns=list(trajectory.turns), template_ids=dict(trajectory.template_ids),
@@ -48,14 +49,14 @@ def _label(trajectory: Trajectory, policy: Any, episode_id: str, root: int, bran
     )
 
 
-async def _step(env: Any, policy: Any, obs: Any, slots: asyncio.Semaphore) -> tuple[Any, bool]:
+async def _step(env: Any, policy: PolicyLike, obs: Any, slots: asyncio.Semaphore) -> tuple[Any, bool]:
     async with slots:
         action = await acall_policy(policy, obs)
     obs, _reward, done, _info = await env.astep(action)
     return obs, done
 
 
-async def _play_to_end(env: Any, policy: Any, obs: Any, slots: asyncio.Semaphore) -> int:
+async def _play_to_end(env: Any, policy: PolicyLike, obs: Any, slots: asyncio.Semaphore) -> int:
     """Step a restored branch until its episode ends; the policy calls it took."""
     calls, done = 0, False
     while not done:
@@ -66,7 +67,7 @@ async def _play_to_end(env: Any, policy: Any, obs: Any, slots: asyncio.Semaphore
     return calls
 
 
-async def arun_repair_trees(tasks: Sequence[Task], policy: Any, config: RolloutConfig | None = None,
+async def arun_repair_trees(tasks: Sequence[Task], policy: PolicyLike, config: RolloutConfig | None = None,
                             out_dir: str | Path | None = None, *, initial: int = 5, repairs: int = 1,
                             env_factory: EnvFactory = make_env) -> RolloutResult:
     """Build a repair tree per task (see the module docstring) and write its trajectories."""
@@ -74,7 +75,7 @@ async def arun_repair_trees(tasks: Sequence[Task], policy: Any, config: RolloutC
     tasks = list(tasks)
     if not tasks:
         raise ConfigError("the task set is empty; check --tasks and its filters")
-    if config.mode != "multi_turn" or config.max_turns < 2:
+    if config.mode != Mode.MULTI_TURN or config.max_turns < 2:
         raise ConfigError("a repair tree needs multi-turn episodes with max_turns >= 2 "
                           "(drop --single-step; --max-turns 2 gives one repair per branch)")
     for name, value in (("initial", initial), ("repairs", repairs)):
@@ -146,7 +147,7 @@ async def arun_repair_trees(tasks: Sequence[Task], policy: Any, config: RolloutC
                          out_dir=store.dir if store is not None else None, seconds=seconds)
 
 
-def run_repair_trees(tasks: Sequence[Task], policy: Any, config: RolloutConfig | None = None,
+def run_repair_trees(tasks: Sequence[Task], policy: PolicyLike, config: RolloutConfig | None = None,
                      out_dir: str | Path | None = None, *, initial: int = 5, repairs: int = 1,
                      env_factory: EnvFactory = make_env) -> RolloutResult:
     """Blocking twin of :func:`arun_repair_trees`."""

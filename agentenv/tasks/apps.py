@@ -42,6 +42,7 @@ from typing import Any
 
 from agentenv.errors import ConfigError, TaskFormatError
 from agentenv.log import get_logger
+from agentenv.settings import DATASET_PATH_VARS
 from agentenv.tasks.filters import normalize_difficulty
 from agentenv.tasks.hub import (
     Row,
@@ -60,7 +61,7 @@ __all__ = ["CODE_CONTESTS_DIFFICULTY", "ENV_VAR", "HUB_ID", "load", "task_from_r
 log = get_logger(__name__)
 
 HUB_ID = "codeparrot/apps"
-ENV_VAR = "AGENTENV_APPS_PATH"
+ENV_VAR = DATASET_PATH_VARS["apps"]
 _SPLIT_NAMES = ("train", "test", "valid", "validation")
 _HOW_LOCAL = (f"download train.jsonl/test.jsonl of {HUB_ID} (or any APPS/TACO-style file) and pass "
               f"{local_copy_hint('apps')}, or export {ENV_VAR}=FILE_OR_DIR")

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from agentenv import settings
 from agentenv.errors import DatasetUnavailable, TaskFormatError
 from agentenv.log import get_logger
 
@@ -53,7 +54,6 @@ log = get_logger(__name__)
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 PROBE_TIMEOUT = 3.0
-_TRUTHY = {"1", "true", "yes", "on"}
 _ROW_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".parquet")
 
 
@@ -89,7 +89,7 @@ def local_source(path: str | os.PathLike[str] | None, env_var: str | None) -> Pa
     origin = "--data / path="
     chosen: str | os.PathLike[str] | None = path
     if chosen is None and env_var:
-        chosen = os.environ.get(env_var) or None
+        chosen = settings.dataset_path(env_var)
         origin = f"${env_var}"
     if chosen is None:
         return None
@@ -209,14 +209,12 @@ def _read_saved_dataset(root: Path) -> Iterator[Row]:
 
 def hub_offline() -> bool:
     """True when the user asked Hugging Face libraries to stay offline (use the cache only)."""
-    return any(os.environ.get(var, "").strip().lower() in _TRUTHY
-               for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+    return settings.hub_offline()
 
 
 def _probe_target() -> tuple[str, int]:
     """Host and port a download would connect to first: the HTTPS proxy if set, else the Hub."""
-    proxy = os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy")
-    url = proxy or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT
+    url = settings.https_proxy() or settings.hf_endpoint() or DEFAULT_ENDPOINT
     if "://" not in url:
         url = "http://" + url
     parts = urlsplit(url)

@@ -53,6 +53,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from agentenv.errors import ConfigError, DatasetUnavailable, TaskFormatError
+from agentenv.settings import DATASET_PATH_VARS
 from agentenv.tasks.filters import normalize_difficulty
 from agentenv.tasks.hub import Row, download_hub_files, local_copy_hint, local_source, read_rows
 from agentenv.tasks.jsonl import STDIO_ENTRY_POINT
@@ -86,7 +87,7 @@ __all__ = [
 ]
 
 HUB_REPO = "livecodebench/code_generation_lite"
-ENV_VAR = "AGENTENV_LIVECODEBENCH_PATH"
+ENV_VAR = DATASET_PATH_VARS["livecodebench"]
 FLOAT_TOLERANCE = 1e-5
 # Upper bound on one decompressed private-test blob (the largest real ones are far smaller).
 MAX_DECODED_BYTES = 1 << 30

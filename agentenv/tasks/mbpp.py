@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from agentenv.errors import ConfigError, TaskFormatError
+from agentenv.settings import DATASET_PATH_VARS, dataset_path
 from agentenv.tasks.hub import Row, load_hub_rows, local_copy_hint, local_source, read_rows
 from agentenv.tasks.jsonl import infer_entry_point
 from agentenv.tasks.schema import Task
@@ -36,7 +37,7 @@ from agentenv.tasks.schema import Task
 __all__ = ["ENV_VAR", "HUB_ID", "SPLITS", "load", "prompt_for", "split_of", "task_from_record"]
 
 HUB_ID = "google-research-datasets/mbpp"
-ENV_VAR = "AGENTENV_MBPP_PATH"
+ENV_VAR = DATASET_PATH_VARS["mbpp"]
 # The standard split by task id (the paper's and the Hub's).
 SPLITS: dict[str, range] = {
     "prompt": range(1, 11),
@@ -146,5 +147,5 @@ def load(path: str | os.PathLike[str] | None = None, *, split: str | None = None
                               field="task_id")
     if not tasks:
         raise TaskFormatError(f"holds no MBPP problems{f' in split {split!r}' if split else ''}",
-                              path=str(path or os.environ.get(ENV_VAR) or HUB_ID))
+                              path=str(path or dataset_path(ENV_VAR) or HUB_ID))
     return tasks

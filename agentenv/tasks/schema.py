@@ -9,16 +9,19 @@ compares what it prints.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from agentenv.errors import TaskFormatError
+from agentenv.choices import Difficulty, Equality, values
+from agentenv.errors import ConfigError, TaskFormatError
 
-__all__ = ["DIFFICULTIES", "EQUALITIES", "Check", "StdioCase", "Task", "check_from_dict", "check_to_dict"]
+__all__ = ["DIFFICULTIES", "EQUALITIES", "Check", "StdioCase", "Task", "check_from_dict", "check_to_dict",
+           "decode_checks"]
 
-DIFFICULTIES = ("easy", "medium", "hard")
-EQUALITIES = ("python", "strict")  # how checks compare values (see agentenv.values)
+DIFFICULTIES = values(Difficulty)
+EQUALITIES = values(Equality)  # how checks compare values (see agentenv.values)
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,39 @@ Check: TypeAlias = str | StdioCase
 def check_to_dict(check: Check) -> str | dict[str, str]:
     """Encode a check as JSON-ready data: a string stays a string, a StdioCase becomes a dict."""
     return check.to_dict() if isinstance(check, StdioCase) else check
+
+
+def decode_checks(value: Any) -> tuple[Check, ...] | None:
+    """A row's ``checks`` value as a tuple of checks; ``None`` when the row has none.
+
+    Accepts the JSON text :func:`agentenv.integrations.trl.to_records` writes, a list of strings /
+    ``{"stdin", "expected_stdout"}`` dicts / :class:`StdioCase`, or a plain string of Python that
+    is not a JSON list (taken as one check, e.g. a block of asserts).
+    """
+    if value is None:
+        return None
+    if isinstance(value, StdioCase):
+        return (value,)
+    if isinstance(value, str):
+        stripped = value.strip()
+        if not stripped:
+            return None
+        if stripped.startswith("["):
+            try:
+                decoded = json.loads(stripped)
+            except ValueError:
+                decoded = None
+            if isinstance(decoded, list):
+                value = decoded
+            else:
+                return (value,)
+        else:
+            return (value,)
+    if not isinstance(value, Sequence):
+        raise ConfigError(f"a row's checks must be a JSON list, a list of checks or a string of "
+                          f"Python; got {type(value).__name__}")
+    checks = tuple(c if isinstance(c, StdioCase) else check_from_dict(c) for c in value)
+    return checks or None
 
 
 def check_from_dict(data: Any, *, task: str | None = None, path: str | None = None,

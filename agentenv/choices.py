@@ -1,0 +1,185 @@
+"""Every closed set of choices outside the sandbox, defined once: the CLI's ``choices=`` and the
+code that checks a setting both read them from here.
+
+Each set is a :class:`StrEnum`: a member *is* its string (``Mode.MULTI_TURN == "multi_turn"``,
+``str(member)`` and ``f"{member}"`` give the value), so users keep passing plain strings and
+records keep holding plain strings. :func:`parse` turns a user's value into a member, or raises
+the ConfigError that lists the choices. This module is at the bottom of the layers: it imports
+nothing of agentenv but the error tree.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, TypeVar
+
+from agentenv.errors import ConfigError
+
+__all__ = [
+    "Backend",
+    "Baseline",
+    "CreditScheme",
+    "Difficulty",
+    "Equality",
+    "ExportFormat",
+    "FeedbackSource",
+    "Mode",
+    "Outcome",
+    "PolicyKind",
+    "ScaleRewards",
+    "StepReward",
+    "StopReason",
+    "StopWhen",
+    "StrEnum",
+    "Transport",
+    "parse",
+    "values",
+]
+
+
+class StrEnum(str, enum.Enum):
+    """``enum.StrEnum`` for Python 3.10 too: members are strings and print as their value."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+E = TypeVar("E", bound=StrEnum)
+
+
+def values(choices: type[StrEnum]) -> tuple[str, ...]:
+    """The string values of a choice set, in definition order (for ``argparse choices=``)."""
+    return tuple(str(member.value) for member in choices)
+
+
+def parse(choices: type[E], value: Any, name: str) -> E:
+    """``value`` (a member or its string) as a member of ``choices``; ConfigError naming
+    ``name`` and the allowed values otherwise."""
+    try:
+        return choices(value)
+    except ValueError:
+        raise ConfigError(f"{name} must be one of {', '.join(values(choices))}, got {value!r}") from None
+
+
+class Mode(StrEnum):
+    """What an episode is: a conversation of up to ``max_turns`` turns, or one turn (a bandit)."""
+
+    MULTI_TURN = "multi_turn"
+    SINGLE_STEP = "single_step"
+
+
+class Difficulty(StrEnum):
+    """agentenv's three difficulty levels (each benchmark's labels map onto them)."""
+
+    EASY = "easy"
+    MEDIUM = "medium"
+    HARD = "hard"
+
+
+class Equality(StrEnum):
+    """How checks compare values: Python's ``==``, or the same exact type all the way down."""
+
+    PYTHON = "python"
+    STRICT = "strict"
+
+
+class Backend(StrEnum):
+    """Where a rollout run's episodes run."""
+
+    LOCAL = "local"
+    RAY = "ray"
+
+
+class FeedbackSource(StrEnum):
+    """Which failing checks the feedback shows: every hidden one, or the visible run alone."""
+
+    ALL = "all"
+    VISIBLE = "visible"
+
+
+class StopWhen(StrEnum):
+    """Which checks end an episode when they pass (the reward always comes from the hidden)."""
+
+    HIDDEN = "hidden"
+    VISIBLE = "visible"
+
+
+class StepReward(StrEnum):
+    """How an environment pays the step reward (``delta`` sums to the final score)."""
+
+    DELTA = "delta"
+    FINAL = "final"
+    ABSOLUTE = "absolute"
+
+
+class CreditScheme(StrEnum):
+    """How a trajectory's reward is assigned to its turns (see :mod:`agentenv.credit`)."""
+
+    FINAL_ONLY = "final_only"
+    PER_TURN = "per_turn"
+    IMPROVEMENT = "improvement"
+    DISCOUNTED = "discounted"
+
+
+class ScaleRewards(StrEnum):
+    """TRL's ``scale_rewards``: what the group-relative advantage is divided by."""
+
+    GROUP = "group"
+    BATCH = "batch"
+    NONE = "none"
+
+
+class Baseline(StrEnum):
+    """The baseline a group-relative advantage subtracts: the group mean or leave-one-out."""
+
+    MEAN = "mean"
+    LOO = "loo"
+
+
+class Outcome(StrEnum):
+    """What one graded submission came to, worst to best."""
+
+    NO_CODE = "no_code"
+    SYNTAX_ERROR = "syntax_error"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    WRONG_ANSWER = "wrong_answer"
+    PASS = "pass"
+
+
+class StopReason(StrEnum):
+    """Why an episode ended."""
+
+    SOLVED = "solved"
+    MAX_TURNS = "max_turns"
+    TOKEN_BUDGET = "token_budget"
+    SINGLE_STEP = "single_step"
+    CONTEXT_LENGTH = "context_length"
+    POLICY_ERROR = "policy_error"
+
+
+class PolicyKind(StrEnum):
+    """The policies :func:`agentenv.policies.make_policy` builds by name."""
+
+    MOCK = "mock"
+    REFERENCE = "reference"
+    SCRIPTED = "scripted"
+    OPENAI = "openai"
+
+
+class Transport(StrEnum):
+    """How the OpenAI-compatible policy talks to its server."""
+
+    AUTO = "auto"
+    AIOHTTP = "aiohttp"
+    SDK = "sdk"
+
+
+class ExportFormat(StrEnum):
+    """The file formats of the trainer export."""
+
+    JSONL = "jsonl"
+    PARQUET = "parquet"

@@ -1,0 +1,68 @@
+"""The choice sets are defined once (agentenv.choices) and used by the checks and the CLI."""
+
+from __future__ import annotations
+
+import argparse
+import typing
+
+import pytest
+
+from agentenv import choices
+from agentenv.choices import Backend, FeedbackSource, Mode, StepReward, StopWhen, parse, values
+from agentenv.cli import build_parser
+from agentenv.errors import ConfigError
+from agentenv.records import OUTCOMES, STOP_REASONS, Outcome
+from agentenv.rollout.plan import RolloutConfig
+
+
+def test_a_member_is_its_string() -> None:
+    assert Mode.SINGLE_STEP == "single_step"
+    assert str(StepReward.DELTA) == f"{StepReward.DELTA}" == "delta"
+    assert {FeedbackSource.ALL: 1}.get("all") == 1
+    assert parse(StopWhen, "visible", "stop_when") is StopWhen.VISIBLE
+
+
+def test_parse_names_the_setting_and_the_choices() -> None:
+    with pytest.raises(ConfigError, match=r"stop_when must be one of hidden, visible, got 'never'"):
+        parse(StopWhen, "never", "stop_when")
+
+
+def test_records_derive_from_the_enums() -> None:
+    assert values(choices.Outcome) == OUTCOMES == typing.get_args(Outcome)
+    assert values(choices.StopReason) == STOP_REASONS
+
+
+def test_config_accepts_strings_and_members_and_stores_strings() -> None:
+    a = RolloutConfig(mode="single_step", backend=Backend.LOCAL, stop_when=StopWhen.VISIBLE)
+    assert type(a.backend) is str and type(a.stop_when) is str
+    assert a.to_dict()["stop_when"] == "visible"
+    with pytest.raises(ConfigError, match="backend must be one of local, ray"):
+        RolloutConfig(backend="k8s")
+
+
+def _choices(parser: argparse.ArgumentParser, command: str, option: str) -> tuple[str, ...] | None:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    action = next(a for a in sub.choices[command]._actions if option in a.option_strings)
+    return tuple(action.choices) if action.choices is not None else None
+
+
+@pytest.mark.parametrize(("option", "enum"), [("--backend", Backend), ("--feedback-from", FeedbackSource),
+                                              ("--stop-when", StopWhen)])
+def test_cli_choices_come_from_the_enums(option: str, enum: type[choices.StrEnum]) -> None:
+    assert _choices(build_parser(), "run", option) == values(enum)
+
+
+def test_task_choices_derive_from_the_enums() -> None:
+    from agentenv.tasks.schema import DIFFICULTIES, EQUALITIES
+    from agentenv.values import EQUALITY_MODES  # still its own tuple; the lead folds it in
+
+    assert DIFFICULTIES == values(choices.Difficulty) == ("easy", "medium", "hard")
+    assert EQUALITIES == values(choices.Equality) == EQUALITY_MODES
+
+
+def test_every_stop_reason_the_code_sets_is_in_the_choice_set() -> None:
+    from agentenv.envs.conversation import STOP_REASON_OF
+    from agentenv.errors import PolicyCallError
+
+    errors = {PolicyCallError("x", context_length=c).stop_reason for c in (True, False)}
+    assert set(STOP_REASON_OF.values()) | errors | {"single_step"} == set(values(choices.StopReason))
