@@ -53,7 +53,8 @@ def test_a_revision_episode_through_skyrls_loop() -> None:
     row = to_skyrl_records([ADD], max_turns=3)[0]
     env = skyrl_gym.make(ENV_ID, env_config=env_config(feedback_from="visible"), extras=row)
     chat, rewards = generate(env, row["prompt"], [WRONG, RIGHT, RIGHT])
-    assert rewards[-1] == 1.0 and len(rewards) == 2
+    # Step rewards are the change in score (the env's default), so they sum to the final score.
+    assert rewards == [0.25, 0.75] and sum(rewards) == 1.0
     assert [m["role"] for m in chat[-3:]] == ["assistant", "user", "assistant"]
     assert "add(10, 5)" not in chat[-2]["content"]  # visible-only feedback
     assert env.get_metrics() == {"turns": 2, "solved": 1.0, "final_reward": 1.0}

@@ -291,7 +291,8 @@ def test_verls_tool_agent_loop_runs_a_revision_episode_and_compute_score_reads_i
                               extra_info=row["extra_info"])
 
     out = asyncio.run(rollout())
-    assert out.extra_fields["tool_rewards"] == [0.25, 1.0]
+    # Each tool reward is the turn's change in score (the env's default): they sum to the return.
+    assert out.extra_fields["tool_rewards"] == [0.25, 0.75]
     assert out.extra_fields[RETURN_KEY] == 1.0 and out.extra_fields["agentenv_turns"] == 2
     assert 0 in out.response_mask and 1 in out.response_mask  # tool turns masked out of the loss
     response = tokenizer.decode(out.response_ids)
