@@ -1,0 +1,215 @@
+"""Red-team attacks on sandbox v3 (issue 9), new classes not covered by the other attack suites.
+
+Each attack is a candidate that does not solve its task (or solves part of it) and tries to
+collect more than the honest fraction anyway, or to stall, crash or poison what comes after it:
+exceptions that the check's own iteration machinery swallows, builtins the candidate redefines
+in checks that call nothing else, floods of frames, pipes closed under the worker, stray
+answers on the judge channel, objects left behind for the next run. Each must score exactly
+what honest work earns, within its timeout plus a margin, leave no process behind, and leave
+the pool serving honest work. Strict isolation, as CI runs (AGENTENV_REQUIRE_STRICT=1).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from agentenv.errors import IsolationUnavailable
+from agentenv.sandbox import SandboxPool, run_tests
+from agentenv.sandbox.testing import leftover_processes, processes_matching
+
+MARKER = f"agentenv-redteam-{os.getpid()}-{int(time.time())}"
+MARGIN = 2.5
+HONEST = "def add(a, b):\n    return a + b\n"
+ADD_FAST = ("assert add(2, 3) == 5", "assert add(-1, 1) == 0")
+ADD_LOOP = "for a in (1, 2, 99):\n    assert add(a, 1) == a + 1"
+
+# Checks that reach the candidate through iteration machinery that ends quietly on StopIteration.
+MAP_CHECKS = (
+    "assert all(map(lambda a: add(a, 1) == a + 1, (1, 2, 99)))",
+    "for a, got in zip((1, 2), map(add, (1, 2), (1, 1))):\n    assert got == a + 1",
+    "assert list(filter(lambda a: add(a, 1) != a + 1, (1, 2))) == []",
+)
+# A task about a builtin name (MBPP 126's own ``sum``) whose checks also call other builtins.
+SUM_CHECKS = (
+    "assert all([sum(2, 3) == 6, sum(4, 5) == 20])",
+    "assert all([sum(a, b) == a * b for a, b in ((2, 3), (4, 5))])",
+    "assert max(sum(2, 3), 0) == 6",
+)
+
+FIND_SOCKETS = """
+import os, stat
+def sockets():
+    found = []
+    for fd in range(3, 256):
+        try:
+            if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                found.append(fd)
+        except OSError:
+            pass
+    return found
+"""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One attack (or control): code, checks, and exactly what honest work scores."""
+
+    name: str
+    code: str
+    checks: tuple[str, ...]
+    expected: float = 0.0
+    timeout: float = 1.0
+
+
+def case(name: str, code: str, checks: tuple[str, ...], **kwargs: object) -> Case:
+    return Case(name, code.replace("MARKER", MARKER), checks, **kwargs)  # type: ignore[arg-type]
+
+
+ATTACKS = [
+    # --- exceptions the check's own machinery swallows ---------------------------------------
+    case("stop_iteration_ends_map_zip_and_filter_checks_quietly",
+         "def add(a, b):\n    raise StopIteration\n", MAP_CHECKS),
+    case("stop_iteration_subclass_raised_through_map", r"""
+class Done(StopIteration):
+    pass
+def add(a, b):
+    raise Done('finished early')
+""", MAP_CHECKS),
+    # --- builtins redefined next to the builtin the task is about ----------------------------
+    case("define_all_and_max_next_to_the_builtin_the_task_is_about",
+         "def sum(a, b):\n    return 0\ndef all(xs):\n    return True\n"
+         "def max(*xs):\n    return 6\n", SUM_CHECKS),
+    case("patch_builtins_all_and_max_at_import",
+         "import builtins\nbuiltins.all = lambda xs: True\nbuiltins.max = lambda *xs: 6\n"
+         "def sum(a, b):\n    return 0\n", SUM_CHECKS),
+    case("define_only_all_and_max_leave_sum_the_builtin",
+         "def all(xs):\n    return True\ndef max(*xs):\n    return 6\n", SUM_CHECKS),
+    # --- the worker's pipes and the judge channel --------------------------------------------
+    case("flood_of_tiny_frames_up_to_the_result_cap", r"""
+import os, sys
+wire = next(m for m in list(sys.modules.values()) if hasattr(m, 'encode_frame'))
+def add(a, b):
+    frame = wire.encode_frame('0' * 32, {'t': 'x'})
+    try:
+        os.write(3, frame * (64 * 1024 * 1024 // len(frame)))
+    except OSError:
+        pass
+    return None
+""", (*ADD_FAST, ADD_LOOP), timeout=3.0),
+    case("close_every_pipe_then_keep_running", r"""
+import os, time
+def add(a, b):
+    for fd in range(0, 256):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    time.sleep(30)
+""", (*ADD_FAST, ADD_LOOP)),
+    case("stray_answers_queued_on_the_judge_channel_at_import", FIND_SOCKETS + r"""
+import sys
+rpc = next(m for m in list(sys.modules.values()) if hasattr(m, 'MAX_FRAME') and hasattr(m, 'send'))
+wire = next(m for m in list(sys.modules.values()) if hasattr(m, 'encode_value'))
+for fd in sockets():
+    for v in (2, 3, 100):
+        try:
+            rpc.send(fd, {'r': ['v', wire.encode_value(v)]})
+        except Exception:
+            pass
+def add(a, b):
+    return None
+""", (ADD_LOOP,)),
+    case("unsolicited_callbacks_and_copy_backs_on_the_judge_channel", FIND_SOCKETS + r"""
+import sys
+rpc = next(m for m in list(sys.modules.values()) if hasattr(m, 'MAX_FRAME') and hasattr(m, 'send'))
+wire = next(m for m in list(sys.modules.values()) if hasattr(m, 'encode_value'))
+def add(a, b):
+    for fd in sockets():
+        for c in range(0, 4):
+            try:
+                rpc.send(fd, {'op': 'cb', 'c': c, 'a': [], 'k': []})
+            except Exception:
+                pass
+    return None
+""", (ADD_LOOP, "xs = [1]\nadd(xs, 1)\nassert xs == [2]")),
+    case("sigstop_itself_and_a_stopped_child_holding_the_pipes", r"""
+import os, signal, time
+def add(a, b):
+    if os.fork() == 0:
+        os.kill(os.getpid(), signal.SIGSTOP)
+        time.sleep(60)
+        os._exit(0)
+    os.kill(os.getpid(), signal.SIGSTOP)
+    return None
+""", (*ADD_FAST, ADD_LOOP)),
+]
+
+CONTROLS = [
+    case("control_honest_add_through_map_zip_filter", HONEST, MAP_CHECKS, expected=1.0),
+    case("control_the_task_about_sum_checked_by_itself",
+         "def sum(a, b):\n    return a * b\n",
+         ("assert sum(2, 3) == 6", "for a, b in ((2, 3), (4, 5)):\n    assert sum(a, b) == a * b"),
+         expected=1.0),
+    case("control_candidate_errors_still_reach_the_check",
+         "def f(x):\n    if x < 0:\n        raise ValueError('negative')\n    return x\n",
+         ("try:\n    f(-1)\nexcept ValueError:\n    pass\nelse:\n    raise AssertionError('no error')",),
+         expected=1.0),
+]
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[SandboxPool]:
+    try:
+        made = SandboxPool(size=2, isolation="strict")
+    except IsolationUnavailable as exc:  # pragma: no cover - CI installs bubblewrap
+        if os.environ.get("AGENTENV_REQUIRE_STRICT"):
+            raise
+        pytest.skip(f"the red-team attacks need strict isolation: {exc}")
+    yield made
+    made.close()
+
+
+def test_attack_names_are_distinct() -> None:
+    names = [c.name for c in ATTACKS + CONTROLS]
+    assert len(set(names)) == len(names)
+
+
+# Attacks that still win, with what wins and why (each an xfail that must keep failing).
+OPEN_HOLES: dict[str, str] = {
+    "stop_iteration_ends_map_zip_and_filter_checks_quietly":
+        "the judge re-raises the candidate's StopIteration as itself, so map/zip/filter in the "
+        "check end early and the check passes without one correct answer",
+    "define_all_and_max_next_to_the_builtin_the_task_is_about":
+        "a check that calls only builtins sends every builtin it calls to the candidate, not "
+        "just the one the task is about, so a redefined all() or max() decides the verdict",
+    "patch_builtins_all_and_max_at_import":
+        "same hole through builtins patched at import: the child evaluates all([...]) with "
+        "the candidate's builtins",
+}
+
+
+def _params() -> list[object]:
+    return [pytest.param(c, id=c.name, marks=[pytest.mark.xfail(strict=True, reason=OPEN_HOLES[c.name])]
+                         if c.name in OPEN_HOLES else []) for c in ATTACKS + CONTROLS]
+
+
+@pytest.mark.parametrize("attack", _params())
+def test_redteam_attack_scores_only_honest_work_and_leaves_nothing_behind(
+        attack: Case, pool: SandboxPool) -> None:
+    """Score == honest fraction, bounded time, nothing left, the pool serves honest work."""
+    start = time.monotonic()
+    result = run_tests(attack.code, list(attack.checks), timeout=attack.timeout, pool=pool)
+    elapsed = time.monotonic() - start
+
+    assert result.fraction == attack.expected, result.failures
+    assert result.graded_in_child == 0
+    assert result.isolation == "strict"
+    assert elapsed < attack.timeout + MARGIN
+    assert leftover_processes(pool) == []
+    assert processes_matching(MARKER, wait=0.2) == []
+    assert run_tests(HONEST, [*ADD_FAST, ADD_LOOP], pool=pool).fraction == 1.0
