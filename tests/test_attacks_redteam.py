@@ -181,9 +181,6 @@ def test_attack_names_are_distinct() -> None:
 
 # Attacks that still win, with what wins and why (each an xfail that must keep failing).
 OPEN_HOLES: dict[str, str] = {
-    "stop_iteration_ends_map_zip_and_filter_checks_quietly":
-        "the judge re-raises the candidate's StopIteration as itself, so map/zip/filter in the "
-        "check end early and the check passes without one correct answer",
     "define_all_and_max_next_to_the_builtin_the_task_is_about":
         "a check that calls only builtins sends every builtin it calls to the candidate, not "
         "just the one the task is about, so a redefined all() or max() decides the verdict",
@@ -213,3 +210,12 @@ def test_redteam_attack_scores_only_honest_work_and_leaves_nothing_behind(
     assert leftover_processes(pool) == []
     assert processes_matching(MARKER, wait=0.2) == []
     assert run_tests(HONEST, [*ADD_FAST, ADD_LOOP], pool=pool).fraction == 1.0
+
+
+def test_a_candidates_stop_iteration_fails_the_check_and_says_so(pool: SandboxPool) -> None:
+    """It reaches the check as an error naming the call, not as the end of the check's loop."""
+    result = run_tests("def add(a, b):\n    raise StopIteration('early')\n", list(MAP_CHECKS),
+                       pool=pool)
+    assert result.passed == 0
+    assert [f.kind for f in result.failures] == ["exception"] * 3
+    assert "add(1, 1) raised StopIteration: early" in result.failures[0].message

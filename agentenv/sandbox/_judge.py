@@ -72,7 +72,8 @@ class _Gone(BaseException):
 
 
 class CandidateError(Exception):
-    """An exception the candidate raised whose type is not a builtin exception."""
+    """An exception the candidate raised whose type is not a builtin exception (or is one that
+    would end the check's iteration quietly: see :func:`_exception`)."""
 
 
 class _NotPlain(TypeError):
@@ -100,10 +101,18 @@ def _message(exc: BaseException) -> str:
 
 
 def _exception(name: Any, text: Any) -> BaseException:
-    """The judge's own copy of an exception the candidate raised (only a name and a message)."""
+    """The judge's own copy of an exception the candidate raised (only a name and a message).
+
+    A builtin exception type is rebuilt as itself, except ``StopIteration`` and
+    ``StopAsyncIteration``: raised as themselves inside the check they would end a ``map``,
+    ``zip`` or ``filter`` the check iterates quietly, so a candidate that answers nothing would
+    pass (PEP 479 turns them into ``RuntimeError`` out of generators for the same reason). They
+    arrive as :class:`CandidateError`, which the check can still catch as an ``Exception``.
+    """
     name, text = str(name)[:100], _clip(str(text))
     kind = getattr(builtins, name, None)
     if (isinstance(kind, type) and issubclass(kind, Exception)
+            and not issubclass(kind, (StopIteration, StopAsyncIteration))
             and kind.__module__ == "builtins"):
         try:
             return kind(text)
