@@ -181,12 +181,6 @@ def test_attack_names_are_distinct() -> None:
 
 # Attacks that still win, with what wins and why (each an xfail that must keep failing).
 OPEN_HOLES: dict[str, str] = {
-    "define_all_and_max_next_to_the_builtin_the_task_is_about":
-        "a check that calls only builtins sends every builtin it calls to the candidate, not "
-        "just the one the task is about, so a redefined all() or max() decides the verdict",
-    "patch_builtins_all_and_max_at_import":
-        "same hole through builtins patched at import: the child evaluates all([...]) with "
-        "the candidate's builtins",
 }
 
 
@@ -219,3 +213,15 @@ def test_a_candidates_stop_iteration_fails_the_check_and_says_so(pool: SandboxPo
     assert result.passed == 0
     assert [f.kind for f in result.failures] == ["exception"] * 3
     assert "add(1, 1) raised StopIteration: early" in result.failures[0].message
+
+
+def test_only_a_check_calling_one_builtin_name_asks_the_candidate_for_it() -> None:
+    """MBPP 126's `assert sum(10, 15) == 6` ships `sum`; with a second builtin called beside
+    it nothing is shipped, so a candidate's `all` or `max` never reaches the verdict."""
+    from agentenv.grading import plan_checks
+
+    (alone,) = plan_checks(["assert sum(10, 15) == 6"]).checks
+    assert alone.mode == "trusted" and alone.calls == ("sum(10, 15)",)
+    for text in (SUM_CHECKS[0], SUM_CHECKS[2]):
+        (mixed,) = plan_checks([text]).checks
+        assert mixed.mode == "trusted" and mixed.calls == ()
