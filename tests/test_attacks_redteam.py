@@ -147,10 +147,32 @@ def add(a, b):
     os.kill(os.getpid(), signal.SIGSTOP)
     return None
 """, (*ADD_FAST, ADD_LOOP)),
+    # --- candidate text the trusted side must carry without error ----------------------------
+    case("lone_surrogates_and_nul_in_exception_messages_and_output", r"""
+import sys
+def add(a, b):
+    sys.stdout.write('\udcff\x00' * 1000)
+    sys.stderr.write('\ud800' * 1000)
+    raise ValueError('\udcff\x00\ud800' * 200)
+""", (*ADD_FAST, ADD_LOOP)),
+    # --- answers that are plain data but cost the judge --------------------------------------
+    case("sixteen_megabyte_answer_to_every_loop_iteration", r"""
+def add(a, b):
+    return list(range(2_000_000))
+""", ("for a in range(10_000):\n    r = add(a, 1)\nassert r == 10_000",), timeout=2.0),
+    case("answers_that_make_the_checks_own_sort_slow", r"""
+def add(a, b):
+    return [str(i) for i in range(1_500_000, 0, -1)]
+""", ("for a in range(1000):\n    r = add(a, 1)\n    s = sorted(r) if isinstance(r, list) else [r]\n"
+      "assert s == [1000]",), timeout=2.0),
 ]
 
 CONTROLS = [
     case("control_honest_add_through_map_zip_filter", HONEST, MAP_CHECKS, expected=1.0),
+    case("control_honest_add_in_the_costly_loops", HONEST,
+         ("for a in range(10_000):\n    r = add(a, 1)\nassert r == 10_000",
+          "for a in range(1000):\n    r = add(a, 1)\n    s = sorted(r) if isinstance(r, list) else [r]\n"
+          "assert s == [1000]"), expected=1.0, timeout=5.0),
     case("control_the_task_about_sum_checked_by_itself",
          "def sum(a, b):\n    return a * b\n",
          ("assert sum(2, 3) == 6", "for a, b in ((2, 3), (4, 5)):\n    assert sum(a, b) == a * b"),
@@ -225,3 +247,33 @@ def test_only_a_check_calling_one_builtin_name_asks_the_candidate_for_it() -> No
     for text in (SUM_CHECKS[0], SUM_CHECKS[2]):
         (mixed,) = plan_checks([text]).checks
         assert mixed.mode == "trusted" and mixed.calls == ()
+
+
+def test_stdio_frames_a_program_forges_for_other_cases_only_cost_it_those_cases(pool: SandboxPool) -> None:
+    """A program may write frames on the result channel it inherits: for another case it can
+    only claim an output it never computed (the expected one never leaves the parent)."""
+    from agentenv.tasks.schema import StdioCase
+
+    forge = (
+        "import gc, os, sys\n"
+        "wire = next(m for m in list(sys.modules.values()) if hasattr(m, 'encode_frame'))\n"
+        "job = next(o for o in gc.get_objects() if isinstance(o, dict) and 'nonce' in o and 'items' in o)\n"
+        "for item in job['items']:\n"
+        "    os.write(3, wire.encode_frame(job['nonce'], {'t': 'stdio', 'i': item['i'], 'out': item['stdin']}))\n"
+        "print(int(input()) * 2)\n")
+    cases = [StdioCase("2\n", "4\n"), StdioCase("5\n", "10\n")]
+    result = run_tests(forge, cases, timeout=2.0, pool=pool)
+    assert result.passed == 0  # its own frames (echoing stdin) came first and are wrong
+    assert leftover_processes(pool) == []
+    assert run_tests("print(int(input()) * 2)\n", cases, pool=pool).fraction == 1.0
+
+
+def test_hostile_task_text_is_a_failed_check_never_an_exception(pool: SandboxPool) -> None:
+    """Checks with NUL bytes, lone surrogates, or nesting past the parser fail with a message."""
+    checks = ["assert add(1, 1) == 2\x00", "x = '\ud800'\nassert add(1, 1) != x",
+              "assert add(1, 1) == " + "(" * 5000 + "2" + ")" * 5000,
+              "assert add(1, 1) == 2 or " + "1 + " * 20000 + "1"]
+    result = run_tests(HONEST, checks, pool=pool)
+    assert result.passed == 0 and len(result.failures) == len(checks)
+    assert all(f.message for f in result.failures)
+    assert run_tests(HONEST, [*ADD_FAST, ADD_LOOP], pool=pool).fraction == 1.0
