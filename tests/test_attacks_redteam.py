@@ -277,3 +277,15 @@ def test_hostile_task_text_is_a_failed_check_never_an_exception(pool: SandboxPoo
     assert result.passed == 0 and len(result.failures) == len(checks)
     assert all(f.message for f in result.failures)
     assert run_tests(HONEST, [*ADD_FAST, ADD_LOOP], pool=pool).fraction == 1.0
+
+
+def test_duplicates_are_not_hash_collisions_but_chosen_collisions_still_are(pool: SandboxPool) -> None:
+    """An honest list with repeats, turned into a set by the check, passes; distinct ints chosen
+    to share one hash are still refused by the trusted side's budget."""
+    honest = "def f():\n    return [1] * 100 + [2] * 100 + ['a'] * 50\n"
+    checks = ["assert set(f()) == {1, 2, 'a'}", "assert len(set(f())) == 3",
+              "assert dict.fromkeys(f()) == {1: None, 2: None, 'a': None}"]
+    assert run_tests(honest, checks, pool=pool).fraction == 1.0
+    colliding = "def f():\n    return [k * (2 ** 61 - 1) for k in range(1, 3000)]\n"
+    result = run_tests(colliding, ["assert len(set(f())) == 1"], pool=pool)
+    assert result.passed == 0 and "collide" in result.failures[0].message
