@@ -289,3 +289,46 @@ def test_duplicates_are_not_hash_collisions_but_chosen_collisions_still_are(pool
     colliding = "def f():\n    return [k * (2 ** 61 - 1) for k in range(1, 3000)]\n"
     result = run_tests(colliding, ["assert len(set(f())) == 1"], pool=pool)
     assert result.passed == 0 and "collide" in result.failures[0].message
+
+
+NESTED_TMPFS = r"""
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+def probe():
+    uid, gid = os.getuid(), os.getgid()
+    libc.prctl(4, 1, 0, 0, 0)  # dumpable again, so the nested id maps can be written
+    if libc.unshare(0x10000000 | 0x00020000) != 0:  # CLONE_NEWUSER | CLONE_NEWNS
+        return 0
+    for name, text in (('setgroups', 'deny'), ('uid_map', f'{uid} {uid} 1'),
+                       ('gid_map', f'{gid} {gid} 1')):
+        with open(f'/proc/self/{name}', 'w') as handle:
+            handle.write(text)
+    os.mkdir('/tmp/nested')
+    if libc.mount(b'none', b'/tmp/nested', b'tmpfs', 0, None) != 0:
+        return 0
+    written = 0
+    try:
+        for k in range(40):
+            with open(f'/tmp/nested/f{k}', 'wb') as handle:
+                for _ in range(16):
+                    handle.write(b'x' * (1 << 20))
+                    written += 1
+    except OSError:
+        pass
+    return written
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="a run may create a nested user namespace, regain "
+                   "capabilities there and mount a tmpfs that Limits.disk does not cap")
+def test_a_nested_user_namespace_cannot_mount_a_tmpfs_past_the_disk_cap(pool: SandboxPool) -> None:
+    """With capabilities regained in a user namespace of its own, a run could mount a fresh
+    tmpfs that Limits.disk does not cap (only a memory cgroup, where there is one, would stop
+    it): runs may not create user namespaces at all."""
+    from agentenv.sandbox import Limits
+
+    result = run_tests(NESTED_TMPFS, ["assert probe() == 0"], timeout=5.0, pool=pool,
+                       limits=Limits(disk=64 * 1024**2))
+    assert result.fraction == 1.0, result.failures
+    assert leftover_processes(pool) == []
+    assert run_tests(HONEST, [*ADD_FAST, ADD_LOOP], pool=pool).fraction == 1.0
