@@ -319,8 +319,6 @@ def probe():
 """
 
 
-@pytest.mark.xfail(strict=True, reason="a run may create a nested user namespace, regain "
-                   "capabilities there and mount a tmpfs that Limits.disk does not cap")
 def test_a_nested_user_namespace_cannot_mount_a_tmpfs_past_the_disk_cap(pool: SandboxPool) -> None:
     """With capabilities regained in a user namespace of its own, a run could mount a fresh
     tmpfs that Limits.disk does not cap (only a memory cgroup, where there is one, would stop
