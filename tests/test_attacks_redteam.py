@@ -4,7 +4,9 @@ Each attack is a candidate that does not solve its task (or solves part of it) a
 collect more than the honest fraction anyway, or to stall, crash or poison what comes after it:
 exceptions that the check's own iteration machinery swallows, builtins the candidate redefines
 in checks that call nothing else, floods of frames, pipes closed under the worker, stray
-answers on the judge channel, objects left behind for the next run. Each must score exactly
+answers on the judge channel, answers that keep the judge busy, candidate and task text the
+trusted side must carry, a tmpfs mounted from a nested user namespace past the disk cap, and
+(the other way round) honest duplicates the trusted side took for hash collisions. Each must score exactly
 what honest work earns, within its timeout plus a margin, leave no process behind, and leave
 the pool serving honest work. Strict isolation, as CI runs (AGENTENV_REQUIRE_STRICT=1).
 """
