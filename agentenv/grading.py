@@ -20,8 +20,8 @@ A check is graded in one of three ways, and never in the candidate's process:
   expected int"); a value over a budget, or any error while judging, fails the check with a
   message naming the limit, never an exception. Builtin names in the assertion (``abs``,
   ``sorted``, ``len``...) are the trusted side's own, so a candidate that redefines them gains
-  nothing; only an assertion that never calls anything else (MBPP's ``assert sum(10, 15) ==
-  6`` for a task *about* ``sum``) sends those calls to the child. An assertion that calls a
+  nothing; only an assertion that calls one builtin name and nothing else (MBPP's ``assert
+  sum(10, 15) == 6`` for a task *about* ``sum``) sends those calls to the child. An assertion that calls a
   name the task's setup code defines (a helper such as HumanEval's ``poly``) is not decomposed:
   in the child that helper would run after the candidate patched builtins and modules, so it
   goes to the judge process.
@@ -345,11 +345,14 @@ def _decompose(source: str, helpers: frozenset[str] = frozenset(),
     if decomposer is not None and not decomposer.calls:
         # An assertion that, as written, never calls into the candidate can only be about a
         # builtin name the candidate rebinds (MBPP 126 defines its own ``sum``): ask the child
-        # for those calls. Checks that do call the candidate keep builtins trusted, so a
-        # candidate-defined ``abs`` or ``sorted`` cannot rewrite the verdict.
+        # for those calls, when the assertion calls that one name and nothing else. With two
+        # (``all([sum(2, 3) == 6])``) nothing says which one the task is about, and a candidate
+        # that redefined ``all`` would decide the verdict: every builtin stays trusted. Checks
+        # that do call the candidate keep builtins trusted, so a candidate-defined ``abs`` or
+        # ``sorted`` cannot rewrite the verdict.
         called = frozenset(n.func.id for n in ast.walk(original)
                            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name))
-        if called & TRUSTED_NAMES:
+        if len(called) == 1 and called <= TRUSTED_NAMES:
             decomposer = _decomposer_for(ast.parse(source).body[0].test,  # type: ignore[attr-defined]
                                          TRUSTED_NAMES - called, helpers)
     if decomposer is None:

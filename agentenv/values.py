@@ -417,14 +417,26 @@ def _guard_hashed(factory: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _refuse_collisions(keys: list[Any]) -> None:
+    """Refuse many *distinct* keys that share hashes (inserting them would be quadratic).
+
+    Repeated keys are not collisions: ``set([1] * 1000)`` is cheap and common (a list with
+    duplicates turned into a set), so a key equal to the first one seen with its hash counts
+    for nothing; only keys unequal to it do. Each key costs one hash and at most one
+    comparison, so this stays linear.
+    """
     n = len(keys)
     if n < 64:
         return
+    first: dict[int, Any] = {}
+    collisions = 0
     try:
-        distinct = len(set(map(hash, keys)))
+        for key in keys:
+            seen = first.setdefault(hash(key), key)
+            if seen is not key and seen != key:
+                collisions += 1
     except TypeError:
         return  # unhashable: the constructor itself will say so
-    if n - distinct > n // 16 + 8:
+    if collisions > n // 16 + 8:
         raise BudgetExceeded("the values collide in the hash table (building the set would be quadratic)")
 
 

@@ -634,16 +634,20 @@ def test_the_judge_binds_only_names_nobody_else_owns_to_the_candidate() -> None:
 
 
 def test_builtins_are_the_candidates_only_in_a_check_that_uses_nothing_else() -> None:
-    """MBPP's task about its own `sum`: a check whose free names are all builtins asks the
-    candidate for the builtins it calls; setup code never does."""
+    """MBPP's task about its own `sum`: a check whose free names are all builtins and that
+    calls one of them asks the candidate for it; with two called (the task's and `len`) none
+    is asked (a candidate's `len` must not decide); setup code never asks."""
     from agentenv.sandbox import _judge
 
     names = _Names({"sum"})
     ns: dict = {}
-    assert _judge._bind("for a in (1, 2):\n    assert sum(a, a) == len([a])\n", ns, names,  # type: ignore[arg-type]
+    assert _judge._bind("for a in (1, 2):\n    assert sum(a, a) == a * 2\n", ns, names,  # type: ignore[arg-type]
                         check=True) == ["sum"]
-    assert names.asked == ["len", "sum"]  # as on the fast path: every builtin it calls
-    assert ns["sum"] == "<candidate sum>" and "len" not in ns  # this candidate defines no len
+    assert names.asked == ["sum"] and ns["sum"] == "<candidate sum>"
+    both = _Names({"sum", "len"})
+    assert _judge._bind("for a in (1, 2):\n    assert sum(a, a) == len([a])\n", {}, both,  # type: ignore[arg-type]
+                        check=True) == []
+    assert both.asked == []
     setup = _Names({"sum"})
     assert _judge._bind("def helper(xs):\n    return sum(xs)\n", {}, setup, check=False) == []  # type: ignore[arg-type]
     assert setup.asked == []

@@ -18,8 +18,8 @@ object, which it keeps. A handle is a :class:`Remote`: calling it, or reading or
 attribute of it, is one more request, answered the same way. A ``Remote`` cannot be compared,
 hashed, iterated or truth-tested: a candidate that returns anything but plain data fails the
 check. A name the candidate does not define stays unbound (``NameError``, as in Python). Builtin names are the judge's own, except in a check that uses no
-other name at all (MBPP's task about its own ``sum``): there the builtins it calls are the
-candidate's, as on the fast path. Standard-library modules are always the judge's own, so
+other name at all and calls one builtin name (MBPP's task about its own ``sum``): there that
+builtin is the candidate's, as on the fast path. Standard-library modules are always the judge's own, so
 a candidate that patched ``math`` or ``sorted`` in its own process changes nothing here.
 
 With the job's ``float_tolerance``, each single ``==`` / ``!=`` of a check also holds for floats
@@ -72,7 +72,8 @@ class _Gone(BaseException):
 
 
 class CandidateError(Exception):
-    """An exception the candidate raised whose type is not a builtin exception."""
+    """An exception the candidate raised whose type is not a builtin exception (or is one that
+    would end the check's iteration quietly: see :func:`_exception`)."""
 
 
 class _NotPlain(TypeError):
@@ -100,10 +101,18 @@ def _message(exc: BaseException) -> str:
 
 
 def _exception(name: Any, text: Any) -> BaseException:
-    """The judge's own copy of an exception the candidate raised (only a name and a message)."""
+    """The judge's own copy of an exception the candidate raised (only a name and a message).
+
+    A builtin exception type is rebuilt as itself, except ``StopIteration`` and
+    ``StopAsyncIteration``: raised as themselves inside the check they would end a ``map``,
+    ``zip`` or ``filter`` the check iterates quietly, so a candidate that answers nothing would
+    pass (PEP 479 turns them into ``RuntimeError`` out of generators for the same reason). They
+    arrive as :class:`CandidateError`, which the check can still catch as an ``Exception``.
+    """
     name, text = str(name)[:100], _clip(str(text))
     kind = getattr(builtins, name, None)
     if (isinstance(kind, type) and issubclass(kind, Exception)
+            and not issubclass(kind, (StopIteration, StopAsyncIteration))
             and kind.__module__ == "builtins"):
         try:
             return kind(text)
@@ -385,9 +394,12 @@ def _bind(source: str, ns: dict[str, Any], chan: _Channel, *, check: bool) -> li
         if defined:
             ns[name] = value
             added.append(name)
-    if check and all(hasattr(builtins, name) and name not in ns for name in free):
+    if (check and len(called) == 1
+            and all(hasattr(builtins, name) and name not in ns for name in free)):
         # A check about a builtin name the candidate defines (see the module docstring): it
-        # uses nothing but builtins, so the ones it calls can only mean the candidate's.
+        # uses nothing but builtins and calls one name, which can only mean the candidate's.
+        # With two (``all`` over ``sum``s) nothing says which one the task is about: a
+        # candidate's ``all`` would decide the verdict, so all of them stay the judge's own.
         for name in sorted(called):
             defined, value = chan.lookup(name)  # the candidate's, or the builtin as G has it
             if defined:

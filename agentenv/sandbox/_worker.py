@@ -241,6 +241,7 @@ def _become_candidate(channel: dict[str, int], namespaces: bool) -> None:
             _close(OOM_FD)
         os.umask(0o077)
         if namespaces:
+            _forbid_nested_user_namespaces()
             _libc.drop_capabilities()
         _libc.prctl(PR_SET_NO_NEW_PRIVS, 1)
         _write_all(RESULT_FD, READY)  # locked down: see Worker.run
@@ -280,6 +281,20 @@ def _become_candidate(channel: dict[str, int], namespaces: bool) -> None:
             with contextlib.suppress(BaseException):
                 os.close(fd)
         os._exit(code)
+
+
+def _forbid_nested_user_namespaces() -> None:
+    """Let no process of this run create a user namespace of its own (while we still hold
+    ``CAP_SYS_RESOURCE`` in the run's user namespace, which owns this limit).
+
+    In a nested user namespace a candidate regains capabilities there: enough to mount a fresh
+    tmpfs, not capped by ``Limits.disk``, that only the memory cgroup (where there is one)
+    would stop. The limit is checked against every ancestor namespace, so 0 here holds for
+    everything the run forks.
+    """
+    for name in ("max_user_namespaces", "max_mnt_namespaces"):
+        with contextlib.suppress(OSError), open(f"/proc/sys/user/{name}", "w") as handle:
+            handle.write("0")
 
 
 _WARM_UP_JOB = json.dumps({
