@@ -404,3 +404,14 @@ def test_no_worker_survives_the_interpreter_that_started_it(ending: str) -> None
     while set(pids) & set(process_table()) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not set(pids) & set(process_table())
+
+
+def test_the_root_launchers_staging_mount_hides_no_host_path() -> None:
+    """The launcher mounts its staging tmpfs on a fresh empty directory of its own, never on a
+    directory such as /tmp that may hold the checkout or the interpreter bubblewrap binds."""
+    from agentenv.sandbox import _isolation
+
+    stage = _isolation.stage_dir()
+    assert os.path.isdir(stage) and os.listdir(stage) == []
+    assert os.path.dirname(stage) == _isolation.STAGE_PARENT and stage != _isolation.STAGE_PARENT
+    assert _isolation.stage_dir() == stage  # one per process

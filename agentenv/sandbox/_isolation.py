@@ -23,11 +23,14 @@ site-packages, no user site, no ``PYTHON*`` variables.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -53,7 +56,7 @@ INSIDE_DIR = "/opt/agentenv"
 INSIDE_WORKROOT = "/tmp"
 SANDBOX_UID = 65534  # inside the sandbox, and the host uid behind it when the caller is root
 TMPFS_BYTES = 64 * 1024**2  # the worker's own /tmp; every run gets a fresh tmpfs of its own
-STAGE_DIR = "/tmp"  # where _launch re-binds host paths (in its private mount namespace only)
+STAGE_PARENT = "/tmp"  # where the stage directory (see stage_dir) is made
 ALLOW_ROOT_FALLBACK = "AGENTENV_SANDBOX_ALLOW_ROOT_FALLBACK"  # =1: rlimits level as root
 
 _lock = threading.Lock()
@@ -166,7 +169,7 @@ def strict_command(bwrap: str, config_json: str, cgroup_procs: list[str]) -> lis
         sources = [plain[i + 1] for i, arg in enumerate(plain[:-2]) if arg == "--ro-bind"]
         for source in sources:
             if source not in staged and not reachable_by(source, SANDBOX_UID, SANDBOX_UID):
-                staged[source] = f"{STAGE_DIR}/.agentenv-stage/{len(binds)}"
+                staged[source] = f"{stage_dir()}/{len(binds)}"
                 binds.append([source, staged[source]])
     config = {"cgroups": cgroup_procs, "binds": binds,
               "uid": SANDBOX_UID if root else os.getuid(),
@@ -174,10 +177,35 @@ def strict_command(bwrap: str, config_json: str, cgroup_procs: list[str]) -> lis
     return launch_command(config) + bwrap_command(bwrap, config_json, staged)
 
 
+_stage: str | None = None
+
+
+def stage_dir() -> str:
+    """An empty directory of this process's where ``_launch`` mounts its staging tmpfs.
+
+    The launcher mounts a tmpfs there in a mount namespace of its own and re-binds unreachable
+    host paths inside it, so the directory must hide nothing: a fresh, empty one, made once per
+    process (a tmpfs on ``/tmp`` itself would hide a checkout or an interpreter under ``/tmp``).
+    On the host it stays empty and is removed at exit.
+    """
+    global _stage
+    with _lock:
+        if _stage is None or not os.path.isdir(_stage):
+            _stage = tempfile.mkdtemp(prefix="agentenv-stage-", dir=STAGE_PARENT)
+            os.chmod(_stage, 0o755)
+            atexit.register(_remove_stage, _stage)
+        return _stage
+
+
+def _remove_stage(path: str) -> None:
+    with contextlib.suppress(OSError):  # still mounted in a live launcher's namespace, or gone
+        os.rmdir(path)
+
+
 def launch_command(config: dict[str, object]) -> list[str]:
     """The ``_launch`` prefix (join cgroups, stage binds, switch uid) for a worker command."""
     return [python_executable(), "-I", "-S", "-B", str(SANDBOX_DIR / "_launch.py"),
-            json.dumps({"stage": STAGE_DIR, **config}), "--"]
+            json.dumps({"stage": stage_dir(), **config}), "--"]
 
 
 def reachable_by(path: str, uid: int, gid: int) -> bool:
