@@ -16,9 +16,9 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import pytest
+from support.attacks import FIND_SOCKETS, Case, make_case
 
 from agentenv.errors import IsolationUnavailable
 from agentenv.grading import plan_checks
@@ -73,34 +73,8 @@ TREE_SETUP = "root = Node(1)\nroot.left = Node(2)\nroot.left.left = Node(3)\nroo
 TREE_CHECKS = ("for node, height in ((root, 3), (root.left, 2), (root.right, 1)):\n"
                "    assert max_height(node) == height",)
 
-FIND_SOCKETS = """
-import os, stat
-def sockets():
-    found = []
-    for fd in range(3, 256):
-        try:
-            if stat.S_ISSOCK(os.fstat(fd).st_mode):
-                found.append(fd)
-        except OSError:
-            pass
-    return found
-"""
-
-
-@dataclass(frozen=True)
-class Case:
-    """One attack (or control): code, checks, setup, and exactly what honest work scores."""
-
-    name: str
-    code: str
-    checks: tuple[str, ...]
-    expected: float = 0.0
-    setup: str = ""
-    timeout: float = 1.0
-
-
 def case(name: str, code: str, checks: tuple[str, ...], **kwargs: object) -> Case:
-    return Case(name, code.replace("MARKER", MARKER), checks, **kwargs)  # type: ignore[arg-type]
+    return make_case(MARKER, name, code, checks, **kwargs)
 
 
 ATTACKS = [

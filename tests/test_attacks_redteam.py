@@ -16,9 +16,9 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
+from support.attacks import FIND_SOCKETS, Case, make_case
 
 from agentenv.errors import IsolationUnavailable
 from agentenv.sandbox import SandboxPool, run_tests
@@ -43,33 +43,8 @@ SUM_CHECKS = (
     "assert max(sum(2, 3), 0) == 6",
 )
 
-FIND_SOCKETS = """
-import os, stat
-def sockets():
-    found = []
-    for fd in range(3, 256):
-        try:
-            if stat.S_ISSOCK(os.fstat(fd).st_mode):
-                found.append(fd)
-        except OSError:
-            pass
-    return found
-"""
-
-
-@dataclass(frozen=True)
-class Case:
-    """One attack (or control): code, checks, and exactly what honest work scores."""
-
-    name: str
-    code: str
-    checks: tuple[str, ...]
-    expected: float = 0.0
-    timeout: float = 1.0
-
-
 def case(name: str, code: str, checks: tuple[str, ...], **kwargs: object) -> Case:
-    return Case(name, code.replace("MARKER", MARKER), checks, **kwargs)  # type: ignore[arg-type]
+    return make_case(MARKER, name, code, checks, **kwargs)
 
 
 ATTACKS = [

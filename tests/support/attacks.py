@@ -1,0 +1,36 @@
+"""What the attack suites share: an attack case, and candidate code that finds its sockets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Candidate-side helper: the socket descriptors this process holds (the judge channel among them).
+FIND_SOCKETS = """
+import os, stat
+def sockets():
+    found = []
+    for fd in range(3, 256):
+        try:
+            if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                found.append(fd)
+        except OSError:
+            pass
+    return found
+"""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One attack (or control): code, checks, setup, and exactly what honest work scores."""
+
+    name: str
+    code: str
+    checks: tuple[str, ...]
+    expected: float = 0.0
+    setup: str = ""
+    timeout: float = 1.0
+
+
+def make_case(marker: str, name: str, code: str, checks: tuple[str, ...], **kwargs: object) -> Case:
+    """A Case whose code has ``MARKER`` replaced by this run's marker."""
+    return Case(name, code.replace("MARKER", marker), checks, **kwargs)  # type: ignore[arg-type]
