@@ -70,6 +70,7 @@ class Served:
                         return self
             except OSError:
                 time.sleep(0.5)
+        self.kill()  # never leave a server behind that the fixture does not know of
         raise AssertionError(f"transformers serve did not come up: {self.log.read_text()[-2000:]}")
 
     def kill(self) -> None:
