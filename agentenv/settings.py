@@ -108,6 +108,22 @@ def bwrap_path() -> str | None:
     return os.environ.get("AGENTENV_BWRAP")
 
 
+def sandbox_cgroups() -> bool:
+    """``AGENTENV_SANDBOX_CGROUPS``: per-worker cgroups where the machine allows (default on;
+    ``0``/``false``/``no``/empty turn them off)."""
+    return os.environ.get("AGENTENV_SANDBOX_CGROUPS", "1").strip().lower() not in ("0", "false", "no", "")
+
+
+def allow_root_fallback() -> bool:
+    """``AGENTENV_SANDBOX_ALLOW_ROOT_FALLBACK``: accept the unisolated rlimits level as root."""
+    return _flag("AGENTENV_SANDBOX_ALLOW_ROOT_FALLBACK")
+
+
+def search_path() -> str:
+    """``PATH``, as the sandbox's launcher is given it (a plain default when unset)."""
+    return os.environ.get("PATH", "/usr/bin:/bin")
+
+
 def require_strict() -> bool:
     """``AGENTENV_REQUIRE_STRICT``: strict isolation is required (CI), not merely preferred."""
     return _flag("AGENTENV_REQUIRE_STRICT")

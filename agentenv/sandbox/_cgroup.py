@@ -25,6 +25,8 @@ import threading
 import time
 from dataclasses import dataclass
 
+from agentenv import settings
+
 __all__ = ["MEMORY_ALLOWANCE", "PIDS_ALLOWANCE", "WorkerCgroup", "available", "create"]
 
 MEMORY_ALLOWANCE = 192 * 1024**2  # the worker's own processes and page tables, and the kernel's
@@ -226,7 +228,7 @@ def available() -> tuple[dict[str, str], str]:
     global _layout, _version, _layout_reason
     with _lock:
         if _layout is None:
-            if os.environ.get("AGENTENV_SANDBOX_CGROUPS", "1") in ("0", "false", "no", ""):
+            if not settings.sandbox_cgroups():
                 _layout, _version, _layout_reason = {}, 0, "disabled by AGENTENV_SANDBOX_CGROUPS=0"
             else:
                 _layout, _version, _layout_reason = _discover()

@@ -34,6 +34,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from agentenv import settings
+
 __all__ = [
     "ALLOW_ROOT_FALLBACK",
     "ISOLATION_LEVELS",
@@ -71,7 +73,7 @@ def python_executable() -> str:
 
 def bwrap_path() -> str | None:
     """Where bubblewrap is, or None. ``AGENTENV_BWRAP`` overrides the lookup ("" disables it)."""
-    override = os.environ.get("AGENTENV_BWRAP")
+    override = settings.bwrap_path()
     if override is not None:
         return override or None
     return shutil.which("bwrap")

@@ -38,6 +38,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from agentenv import settings
 from agentenv.errors import ConfigError, IsolationUnavailable, SandboxError
 from agentenv.log import get_logger
 from agentenv.sandbox import _cgroup, _isolation
@@ -176,7 +177,7 @@ class _WorkerHandle:
             argv = _isolation.strict_command(bwrap, json.dumps(config), procs)
             if self.host_uid == 0:
                 self.host_uid = _isolation.SANDBOX_UID
-            env: dict[str, str] = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+            env: dict[str, str] = {"PATH": settings.search_path()}
             cwd = "/"
         else:
             drop = _fallback_identity(allow_root_fallback)
@@ -579,7 +580,7 @@ def _unenforced(enforced: tuple[tuple[str, str], ...], required: tuple[str, ...]
 
 
 def _root_fallback_allowed(allow: bool) -> bool:
-    return allow or os.environ.get(_isolation.ALLOW_ROOT_FALLBACK, "") in ("1", "true", "yes")
+    return allow or settings.allow_root_fallback()
 
 
 def _fallback_identity(allow: bool) -> tuple[int, int] | None:
@@ -642,8 +643,8 @@ def default_pool() -> Pool:
         if _chosen is not None and not _chosen.closed:
             return _chosen
         if _default is None or _default.closed or _default._pid != os.getpid():
-            isolation = os.environ.get("AGENTENV_SANDBOX_ISOLATION") or None
-            workers = os.environ.get("AGENTENV_SANDBOX_WORKERS")
+            isolation = settings.sandbox_isolation()
+            workers = settings.sandbox_workers()
             _default = SandboxPool(size=int(workers) if workers else None, isolation=isolation)
         return _default
 
