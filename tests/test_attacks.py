@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from support.attacks import strict_pool
 
-from agentenv.errors import IsolationUnavailable
 from agentenv.sandbox import RunResult, SandboxPool, run_tests
 from agentenv.sandbox._isolation import SANDBOX_DIR, SANDBOX_FILES
 from agentenv.sandbox.testing import leftover_processes, processes_matching
@@ -455,11 +455,7 @@ def pool() -> Iterator[SandboxPool]:
     """A strict pool started while a secret sits in the parent's environment."""
     os.environ["AGENTENV_ATTACK_API_KEY"] = SECRET
     try:
-        made = SandboxPool(size=2, isolation="strict")
-    except IsolationUnavailable as exc:  # pragma: no cover - CI installs bubblewrap
-        if os.environ.get("AGENTENV_REQUIRE_STRICT"):
-            raise
-        pytest.skip(f"the adversarial suite needs strict isolation: {exc}")
+        made = strict_pool(2, "the adversarial suite")
     finally:
         os.environ.pop("AGENTENV_ATTACK_API_KEY", None)
     yield made

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from support.attacks import strict_pool
 
 from agentenv.errors import IsolationUnavailable
 from agentenv.sandbox import Limits, RunResult, SandboxPool, _cgroup, _isolation, run_tests
@@ -52,12 +53,7 @@ IPC_KEY = 0x5EED
 @pytest.fixture(scope="module")
 def pool() -> Iterator[SandboxPool]:
     """One strict worker: every run after an attack lands on the worker the attack ran on."""
-    try:
-        made = SandboxPool(size=1, isolation="strict")
-    except IsolationUnavailable as exc:  # pragma: no cover - CI installs bubblewrap
-        if os.environ.get("AGENTENV_REQUIRE_STRICT"):
-            raise
-        pytest.skip(f"hermetic attacks need strict isolation: {exc}")
+    made = strict_pool(1, "the hermetic attacks")
     yield made
     made.close()
 

@@ -18,9 +18,8 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from support.attacks import FIND_SOCKETS, Case, make_case
+from support.attacks import FIND_SOCKETS, Case, make_case, strict_pool
 
-from agentenv.errors import IsolationUnavailable
 from agentenv.grading import plan_checks
 from agentenv.sandbox import RunResult, SandboxPool, run_tests
 from agentenv.sandbox.testing import leftover_processes, processes_matching
@@ -434,12 +433,7 @@ CONTROLS = [
 
 @pytest.fixture(scope="module")
 def pool() -> Iterator[SandboxPool]:
-    try:
-        made = SandboxPool(size=2, isolation="strict")
-    except IsolationUnavailable as exc:  # pragma: no cover - CI installs bubblewrap
-        if os.environ.get("AGENTENV_REQUIRE_STRICT"):
-            raise
-        pytest.skip(f"the judge attacks need strict isolation: {exc}")
+    made = strict_pool(2, "the judge attacks")
     yield made
     made.close()
 

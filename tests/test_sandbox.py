@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from structlog.testing import capture_logs
+from support.attacks import strict_pool
 
 from agentenv.errors import ConfigError, IsolationUnavailable, SandboxError
 from agentenv.sandbox import (
@@ -43,12 +44,7 @@ MARGIN = 2.5  # seconds over the timeout that a loaded 2-core CI box may need
 
 
 def strict_or_skip() -> SandboxPool:
-    try:
-        return SandboxPool(size=2, isolation="strict")
-    except IsolationUnavailable as exc:  # pragma: no cover - CI installs bubblewrap
-        if os.environ.get("AGENTENV_REQUIRE_STRICT"):
-            raise  # CI sets this: a missing sandbox must fail the build, not skip it
-        pytest.skip(f"strict isolation unavailable: {exc}")
+    return strict_pool(2, "this test")
 
 
 @pytest.fixture(scope="module", params=["strict", "rlimits"])
