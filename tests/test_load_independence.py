@@ -76,7 +76,8 @@ def test_an_honest_half_budget_solution_passes_while_sixteen_loops_share_the_mac
             t.join(timeout=120)
         assert len(loop_results) == LOOPS
         assert all(r.timed_out and r.fraction == 0.0 for r in loop_results)
-    assert all(v.fraction == 1.0 and not v.timed_out for v in verdicts), verdicts
+    assert all(v.fraction == 1.0 and not v.timed_out for v in verdicts), [
+        (v.fraction, v.timed_out, v.failures, v.exec_seconds) for v in verdicts]
 
 
 def test_verdicts_are_the_same_idle_and_loaded(pool: SandboxPool) -> None:
@@ -98,3 +99,48 @@ def test_verdicts_are_the_same_idle_and_loaded(pool: SandboxPool) -> None:
         t.join(timeout=120)
     assert [together[i] for i in range(len(subs))] == alone
     assert alone == [1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0] * 2
+
+
+def test_cpu_left_over_from_an_earlier_run_is_never_charged_to_the_next() -> None:
+    """A process that started before the job was sent (a run the zygote has not reaped yet,
+    whatever it left behind) is not the run's; one the run started afterwards is."""
+    import os
+    import subprocess
+    import sys
+
+    from agentenv.sandbox import _worker
+
+    burn = [sys.executable, "-c",
+            "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\n"
+            "time.sleep(60)\n"]
+    earlier = subprocess.Popen(burn)
+    worker = object.__new__(_worker.Worker)
+    worker.namespaces = True
+    worker.zygote_pid = earlier.pid + 10**7  # no such process
+    worker.ready, worker.unreaped, worker.reaping = _worker.collections.deque(), [], set()
+    def burnt(pid: int) -> float:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            data = handle.read()
+        fields = data[data.rindex(b")") + 2:].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def wait_until_burnt(pid: int) -> None:
+        deadline = time.monotonic() + 60
+        while burnt(pid) < 0.29 and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    try:
+        wait_until_burnt(earlier.pid)
+        since = int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK")) + 1
+        time.sleep(0.05)
+        assert worker._cpu_used([], since) < 0.05
+        later = subprocess.Popen(burn)
+        try:
+            wait_until_burnt(later.pid)
+            assert worker._cpu_used([], since) >= 0.25  # what it burnt counts
+        finally:
+            later.kill()
+            later.wait()
+    finally:
+        earlier.kill()
+        earlier.wait()

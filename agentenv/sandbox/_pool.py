@@ -493,26 +493,32 @@ class SandboxPool:
             f"({'; '.join(errors)}); this is an infrastructure fault, not a score")
 
     def _schedule(self) -> None:
-        """Give the newest runs in flight the most CPU: a run starts at weight 10000 (100 is an
-        ordinary process's) and halves it every tenth of its timeout, down to 100.
+        """Give the newest runs in flight the most CPU, relative to the oldest.
 
-        Time limits are judged on CPU time, so how the CPU is shared out decides only how soon
-        verdicts come, and which runs meet the wall-clock backstop first. Favouring new runs, a
-        solution submitted while many loops hold the machine gets most of a core at once and
-        finishes inside its budget, while loops that have had their turn yield to it; no run
-        ever weighs less than an ordinary process. Runs only while this pool's workers have
-        cgroups with a cpu controller.
+        A run's age counts in halvings (one every tenth of its timeout); the oldest run in
+        flight weighs 100 (an ordinary process's weight) and each run weighs twice as much per
+        halving it is younger, up to 10000. Time limits are judged on CPU time, so how the CPU
+        is shared out decides only how soon verdicts come, and which runs meet the wall-clock
+        backstop first. Favouring new runs, a solution submitted while many loops hold the
+        machine gets most of a core at once and finishes inside its budget, while loops that
+        have had their turn yield to it. Weights are relative, so they never flatten out however
+        long the loops have run, and no run ever weighs less than an ordinary process. Runs only
+        while this pool's workers have cgroups with a cpu controller.
         """
         while not self._stop.wait(SCHEDULE_EVERY):
             now = time.monotonic()
             with self._lock:
                 workers = list(self._workers)
+            ages: list[tuple[_cgroup.WorkerCgroup, int]] = []
             for worker in workers:
                 busy, group = worker.busy, worker.cgroup
-                if busy is None or group is None:
-                    continue
-                halvings = int((now - busy[0]) / max(busy[1] / 10, 1e-3))
-                group.set_weight(max(100, 10000 >> min(halvings, 14)))
+                if busy is not None and group is not None:
+                    ages.append((group, int((now - busy[0]) / max(busy[1] / 10, 1e-3))))
+            if not ages:
+                continue
+            oldest = max(age for _, age in ages)
+            for group, age in ages:
+                group.set_weight(min(10000, 100 << min(oldest - age, 7)))
 
     def _start_scheduler(self, worker: _WorkerHandle) -> None:
         if self._scheduler is None and worker.cgroup is not None and "cpu" in worker.cgroup.dirs:

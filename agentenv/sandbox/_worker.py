@@ -591,6 +591,9 @@ class Worker:
         self.zygote_pid = zygote_pid
         self.ready: collections.deque[_Prepared] = collections.deque()
         self.unreaped: list[int] = []
+        # Handed to the zygote to reap: until it has, their CPU time still shows in /proc and
+        # must not be charged to the next run.
+        self.reaping: set[int] = set()
         self.forks_pending = 0
         self.confirm_early = True  # see _confirm_all; False where runs never become dumpable
 
@@ -694,6 +697,7 @@ class Worker:
         pair = _PairedRun(self._take(), judge_job) if judge_job is not None else None
         runs = [run] if pair is None else [run, pair.judge]
         start = time.monotonic()
+        since = int(time.clock_gettime(time.CLOCK_BOOTTIME) * _TICKS)  # /proc's starttime clock
         try:
             peer = pair.connect() if pair is not None else None
             with contextlib.suppress(OSError):
@@ -706,7 +710,7 @@ class Worker:
             if pair is not None:
                 caps.update(pair.caps(max_result))
             wall = float(header.get("wall") or timeout)
-            outcome = self._collect(runs, caps, timeout, start + max(wall, timeout))
+            outcome = self._collect(runs, caps, timeout, start + max(wall, timeout), since)
         finally:
             for each in runs:
                 each.close()
@@ -732,8 +736,11 @@ class Worker:
         the fallback level the shared work directory is emptied, and a wipe that fails marks
         this worker unhealthy instead of raising (see :meth:`health`).
         """
+        self.reaping = {pid for pid in self.reaping if os.path.exists(f"/proc/{pid}")}
         while self.unreaped:  # the zygote reaps these whenever they end
-            self.zygote.sendall(_COMMAND.pack(b"D", self.unreaped.pop()))
+            pid = self.unreaped.pop()
+            self.zygote.sendall(_COMMAND.pack(b"D", pid))
+            self.reaping.add(pid)
         if not self.hermetic:
             self.clean = _cleanup.remove_contents(self.workroot) and self.clean
         self.prepare()  # confirmed when the next job comes (run), by when they are long done
@@ -756,16 +763,18 @@ class Worker:
         kind, _, _ = self._ask(b"Q", pid)
         return kind == b"S"
 
-    def _cpu_used(self, runs: list[_Prepared]) -> float:
+    def _cpu_used(self, runs: list[_Prepared], since: int) -> float:
         """CPU seconds the run's processes have used so far (with the children they reaped).
 
         In namespaces every process this worker can see belongs to the run, except the worker,
-        its zygote, bubblewrap's init and the runs prepared or reaped apart from it: so whatever
-        the candidate forked counts too. At the rlimits level only ``G`` (and ``J``) are read.
+        its zygote, bubblewrap's init, the runs prepared or reaped apart from it, and anything
+        that started before this run did (what is left of earlier runs until the zygote has
+        reaped it): so whatever the candidate forked counts too, and nothing another run used
+        is ever charged to this one. At the rlimits level only ``G`` (and ``J``) are read.
         """
         if self.namespaces:
             others = {os.getpid(), self.zygote_pid, 1, *(r.pid for r in self.ready),
-                      *self.unreaped}
+                      *self.unreaped, *self.reaping}
             try:
                 pids = [int(n) for n in os.listdir("/proc") if n.isdigit()]
             except OSError:
@@ -773,24 +782,28 @@ class Worker:
             pids = [p for p in pids if p not in others]
         else:
             pids = [r.pid for r in runs]
+        own = {r.pid for r in runs}
         total = 0
         for pid in pids:
             try:
                 with open(f"/proc/{pid}/stat", "rb") as handle:
                     data = handle.read()
                 fields = data[data.rindex(b")") + 2:].split()
+                if pid not in own and int(fields[19]) < since:
+                    continue  # started before this run: left over from an earlier one
                 total += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
             except (OSError, ValueError, IndexError):
                 continue  # gone in between: its time is now in its parent's
         return total / _TICKS
 
     def _collect(self, runs: list[_Prepared], caps: dict[int, int], cpu_limit: float,
-                 deadline: float) -> dict[str, Any]:
+                 deadline: float, since: int) -> dict[str, Any]:
         """Read the runs' pipes until they close, every run ends, or a limit; then kill them.
 
         ``runs`` is ``G`` alone, or ``G`` and its judge ``J``; the run ends when all have exited.
         The time limit is ``cpu_limit`` seconds of CPU used by the run's processes, checked as
-        often as they could have reached it; ``deadline`` is the wall-clock backstop.
+        often as they could have reached it; ``deadline`` is the wall-clock backstop; ``since``
+        is when the job was sent, in /proc's clock ticks since boot.
         """
         kept: dict[int, list[bytes]] = {fd: [] for fd in caps}
         size = dict.fromkeys(caps, 0)
@@ -814,7 +827,7 @@ class Worker:
             while True:
                 now = time.monotonic()
                 if ended_at is None and now >= check_cpu:
-                    left = cpu_limit - self._cpu_used(runs)
+                    left = cpu_limit - self._cpu_used(runs, since)
                     if left <= 0:
                         deadline = now  # its CPU time is spent: a timeout, whatever the load
                     check_cpu = now + max(CPU_POLL, left / CPU_RATE)
