@@ -5,7 +5,7 @@ The public API, imported lazily so that ``import agentenv`` stays cheap:
 - ``NumberGuessEnv``: the teaching toy (reset/step on a number-guessing game);
 - ``CodingEnv``: single-step coding environment (a contextual bandit);
 - ``MultiTurnCodingEnv``: revise-on-failure conversation with feedback and credit records;
-- ``run_tests`` / ``RunResult``: the sandbox;
+- ``run_tests`` / ``RunResult``: candidate code run in the sandbox and graded;
 - ``extract_code``: the policy's raw text -> source code;
 - ``TASKS``: the builtin task set; ``load_tasks`` loads others;
 - ``mock_policy`` / ``openai_policy``: policies from the walk-through.
@@ -23,7 +23,7 @@ _EXPORTS: dict[str, str] = {
     "CodingEnv": "agentenv.envs.coding",
     "MultiTurnCodingEnv": "agentenv.envs.multiturn",
     "NumberGuessEnv": "agentenv.toy",
-    "RunResult": "agentenv.sandbox",
+    "RunResult": "agentenv.grading",
     "Task": "agentenv.tasks",
     "Trajectory": "agentenv.records",
     "TurnRecord": "agentenv.records",
@@ -31,7 +31,7 @@ _EXPORTS: dict[str, str] = {
     "load_tasks": "agentenv.tasks",
     "mock_policy": "agentenv.policies",
     "openai_policy": "agentenv.policies",
-    "run_tests": "agentenv.sandbox",
+    "run_tests": "agentenv.grading",
 }
 
 __all__ = [
@@ -57,9 +57,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from agentenv.envs.multiturn import MultiTurnCodingEnv
     from agentenv.errors import AgentEnvError
     from agentenv.extract import extract_code
+    from agentenv.grading import RunResult, run_tests
     from agentenv.policies import mock_policy, openai_policy
     from agentenv.records import Trajectory, TurnRecord
-    from agentenv.sandbox import RunResult, run_tests
     from agentenv.tasks import Task, load_tasks
     from agentenv.toy import NumberGuessEnv
 

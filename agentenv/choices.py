@@ -1,4 +1,4 @@
-"""Every closed set of choices outside the sandbox, defined once: the CLI's ``choices=`` and the
+"""Every closed set of choices, defined once: the CLI's ``choices=`` and the
 code that checks a setting both read them from here.
 
 Each set is a :class:`StrEnum`: a member *is* its string (``Mode.MULTI_TURN == "multi_turn"``,
@@ -23,6 +23,7 @@ __all__ = [
     "Equality",
     "ExportFormat",
     "FeedbackSource",
+    "IsolationLevel",
     "Mode",
     "Outcome",
     "PolicyKind",
@@ -83,6 +84,17 @@ class Equality(StrEnum):
     """How checks compare values: Python's ``==``, or the same exact type all the way down."""
 
     PYTHON = "python"
+    STRICT = "strict"
+
+
+class IsolationLevel(StrEnum):
+    """How the sandbox isolates a run, weakest first (see :mod:`agentenv.sandbox._isolation`).
+
+    ``rlimits``: a plain process under resource limits (the fallback where bubblewrap cannot
+    run); ``strict``: bubblewrap with new namespaces, no network, a hermetic file system.
+    """
+
+    RLIMITS = "rlimits"
     STRICT = "strict"
 
 

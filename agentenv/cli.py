@@ -41,7 +41,15 @@ from rich.table import Table
 from rich.text import Text
 
 from agentenv import settings
-from agentenv.choices import Backend, FeedbackSource, Mode, PolicyKind, StopWhen, values
+from agentenv.choices import (
+    Backend,
+    FeedbackSource,
+    IsolationLevel,
+    Mode,
+    PolicyKind,
+    StopWhen,
+    values,
+)
 from agentenv.errors import AgentEnvError, ConfigError
 from agentenv.untrusted import printable
 
@@ -206,6 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_task_options(check)
     check.add_argument("--timeout", type=_nonneg_float, default=settings.DEFAULT_TIMEOUT,
                        help=f"sandbox seconds (default: {settings.DEFAULT_TIMEOUT:g})")
+    check.add_argument("--isolation", choices=values(IsolationLevel), default=None,
+                       help="the isolation level required (default: the best available)")
 
     report = sub.add_parser("report", parents=common, help="plots and an HTML page for a run; with two runs (one "
                                            "single-step with --samples k, one multi-turn) revise "
@@ -594,7 +604,7 @@ def _cmd_tasks_show(args: argparse.Namespace) -> int:
 
 
 def _validate_one(task: Any, timeout: float) -> dict[str, Any]:
-    from agentenv.envs.scoring import score
+    from agentenv.grading.scoring import score
 
     row: dict[str, Any] = {"task": task, "reference": None, "visible": None, "passing_attempts": []}
     if task.reference_solution is not None:
@@ -668,8 +678,8 @@ def _failure_rows(failures: Sequence[Any]) -> list[tuple[str, str, str, str]]:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from agentenv.envs.scoring import score
     from agentenv.extract import extract_code
+    from agentenv.grading.scoring import score
     from agentenv.records import classify_outcome
     from agentenv.rewards import dense_reward
 
@@ -685,7 +695,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     # A .py file is the code itself (a syntax error must reach the sandbox and be reported);
     # anything else is a model's answer, from which the code block is extracted.
     code = text if path.suffix == ".py" else extract_code(text, task.entry_point)
-    scored = score(task, code, timeout=args.timeout)
+    scored = score(task, code, timeout=args.timeout, isolation=args.isolation)
     result = scored.hidden
     reward = dense_reward(result, code)
     out = _stdout()

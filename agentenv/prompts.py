@@ -50,8 +50,8 @@ import jinja2.meta
 
 from agentenv._resources import data_dir
 from agentenv.errors import ConfigError, TemplateError
+from agentenv.grading.result import Failure
 from agentenv.log import get_logger
-from agentenv.sandbox.result import Failure
 from agentenv.tasks.schema import Check, StdioCase, Task
 from agentenv.untrusted import neutralise_control_tokens, printable, quote_block
 

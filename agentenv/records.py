@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from agentenv.choices import Outcome as OutcomeKind
 from agentenv.choices import StopReason, values
-from agentenv.sandbox.result import Failure, RunResult
+from agentenv.grading.result import Failure, RunResult
 
 __all__ = [
     "OUTCOMES",

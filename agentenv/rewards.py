@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from agentenv.errors import ConfigError
+from agentenv.grading.result import RunResult
 from agentenv.records import OUTCOMES, classify_outcome
-from agentenv.sandbox.result import RunResult
 
 __all__ = [
     "REWARDS",

@@ -3,7 +3,7 @@
     python benchmarks/mbpp_references.py [--path ../shared/data/mbpp.jsonl] [--workers 2]
 
 Loads every problem with ``load_tasks("mbpp", path=...)``, runs each ``reference_solution``
-against its checks with ``agentenv.sandbox.run_tests`` (setup code after the solution, as the
+against its checks with ``agentenv.grading.run_tests`` (setup code after the solution, as the
 Task contract says), and prints how many score 1.0. Every reference that does not is then run
 outside agentenv too: a plain ``exec`` of the code, the setup and each assert in a fresh
 interpreter, so the table separates problems whose data is wrong (they fail everywhere) from
@@ -21,7 +21,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from agentenv.sandbox import RunResult, run_tests
+from agentenv.grading import RunResult, run_tests
 from agentenv.tasks import Task, load_tasks
 
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "shared" / "data" / "mbpp.jsonl"

@@ -39,12 +39,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from agentenv.envs.multiturn import MultiTurnCodingEnv
-from agentenv.envs.scoring import Scored, score
 from agentenv.extract import extract_code
+from agentenv.grading.result import RunResult
+from agentenv.grading.scoring import Scored, score
 from agentenv.policies import OpenAIPolicy
 from agentenv.policies.scripted import scripted_answer
 from agentenv.rollout import RolloutConfig, run_rollouts
-from agentenv.sandbox.result import RunResult
 from agentenv.tasks import Task
 from agentenv.tasks.builtin import builtin_tasks
 

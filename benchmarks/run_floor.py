@@ -25,8 +25,9 @@ import statistics
 import time
 from collections.abc import Sequence
 
+from agentenv.grading import run_tests
 from agentenv.log import configure_logging
-from agentenv.sandbox import SandboxPool, run_tests
+from agentenv.sandbox import SandboxPool
 from agentenv.sandbox.testing import pool_cpu_seconds
 
 CODE = "def f(x):\n    return x + 1\n"

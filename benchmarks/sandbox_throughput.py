@@ -57,8 +57,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentenv.grading import run_tests
 from agentenv.log import configure_logging
-from agentenv.sandbox import SandboxPool, run_tests
+from agentenv.sandbox import SandboxPool
 from agentenv.sandbox.testing import pool_cpu_seconds
 from agentenv.tasks import Task, load_tasks
 

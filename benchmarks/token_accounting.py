@@ -26,9 +26,9 @@ import statistics
 import time
 
 from agentenv.envs.multiturn import MultiTurnCodingEnv
-from agentenv.envs.scoring import Scored
+from agentenv.grading.result import Failure, RunResult
+from agentenv.grading.scoring import Scored
 from agentenv.log import configure_logging
-from agentenv.sandbox.result import Failure, RunResult
 from agentenv.tasks import Task
 from agentenv.tokens import get_tokenizer
 

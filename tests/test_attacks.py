@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 from support.attacks import strict_pool
 
-from agentenv.sandbox import RunResult, SandboxPool, run_tests
+from agentenv.grading import RunResult, run_tests
+from agentenv.sandbox import SandboxPool
 from agentenv.sandbox._isolation import SANDBOX_DIR, SANDBOX_FILES
 from agentenv.sandbox.testing import leftover_processes, processes_matching
 

@@ -25,7 +25,8 @@ import pytest
 from support.attacks import strict_pool
 
 from agentenv.errors import IsolationUnavailable
-from agentenv.sandbox import Limits, RunResult, SandboxPool, _cgroup, _isolation, run_tests
+from agentenv.grading import RunResult, run_tests
+from agentenv.sandbox import Limits, SandboxPool, _cgroup, _isolation
 from agentenv.sandbox.testing import HostFigures, host_figures, leftover_processes, process_table
 
 MARKER = f"agentenv-hermetic-{os.getpid()}-{int(time.time())}"

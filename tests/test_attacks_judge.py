@@ -20,8 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from support.attacks import FIND_SOCKETS, Case, make_case, strict_pool
 
-from agentenv.grading import plan_checks
-from agentenv.sandbox import RunResult, SandboxPool, run_tests
+from agentenv.grading import RunResult, plan_checks, run_tests
+from agentenv.sandbox import SandboxPool
 from agentenv.sandbox.testing import leftover_processes, processes_matching
 from agentenv.tasks import Task, load_tasks
 

@@ -20,7 +20,8 @@ from collections.abc import Iterator
 import pytest
 from support.attacks import FIND_SOCKETS, Case, make_case, strict_pool
 
-from agentenv.sandbox import SandboxPool, run_tests
+from agentenv.grading import run_tests
+from agentenv.sandbox import SandboxPool
 from agentenv.sandbox.testing import leftover_processes, processes_matching
 
 MARKER = f"agentenv-redteam-{os.getpid()}-{int(time.time())}"

@@ -11,8 +11,8 @@ import pytest
 
 from agentenv.cli import main
 from agentenv.envs.multiturn import EpisodeSnapshot, MultiTurnCodingEnv, SandboxGrader
-from agentenv.envs.scoring import Scored
 from agentenv.errors import ConfigError, EnvStateError
+from agentenv.grading.scoring import Scored
 from agentenv.policies import ScriptedPolicy
 from agentenv.rollout import RolloutConfig
 from agentenv.rollout.tree import run_repair_trees

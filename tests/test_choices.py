@@ -54,10 +54,26 @@ def test_cli_choices_come_from_the_enums(option: str, enum: type[choices.StrEnum
 
 def test_task_choices_derive_from_the_enums() -> None:
     from agentenv.tasks.schema import DIFFICULTIES, EQUALITIES
-    from agentenv.values import EQUALITY_MODES  # still its own tuple; the lead folds it in
 
     assert DIFFICULTIES == values(choices.Difficulty) == ("easy", "medium", "hard")
-    assert EQUALITIES == values(choices.Equality) == EQUALITY_MODES
+    assert EQUALITIES == values(choices.Equality) == ("python", "strict")
+
+
+def test_isolation_levels_are_one_enum_for_the_sandbox_and_the_cli() -> None:
+    from agentenv.sandbox import ISOLATION_LEVELS
+
+    assert ISOLATION_LEVELS == values(choices.IsolationLevel) == ("rlimits", "strict")
+    assert _choices(build_parser(), "check", "--isolation") == ISOLATION_LEVELS
+
+
+def test_run_tests_names_the_enums_choices_for_a_bad_level_or_equality() -> None:
+    from agentenv.errors import ConfigError
+    from agentenv.grading import run_tests
+
+    with pytest.raises(ConfigError, match=r"rlimits.*strict"):
+        run_tests("x = 1", [], isolation="hermetic")
+    with pytest.raises(ConfigError, match=r"python.*strict"):
+        run_tests("x = 1", [], equality="exact")
 
 
 def test_every_stop_reason_the_code_sets_is_in_the_choice_set() -> None:

@@ -20,8 +20,8 @@ from agentenv.envs.conversation import (
     ConversationState,
 )
 from agentenv.envs.multiturn import SandboxGrader
-from agentenv.envs.scoring import Scored
 from agentenv.errors import ConfigError, EnvStateError
+from agentenv.grading.scoring import Scored
 from agentenv.tasks import Task
 from agentenv.tokens import TokenCounter
 

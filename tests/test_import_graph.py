@@ -34,17 +34,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("envs", "toy"),
     ("policies", "prompts", "tokens", "extract"),
     ("rewards", "credit", "records"),
-    ("grading", "values"),
+    ("grading",),
     ("sandbox",),
     ("tasks", "settings", "errors", "log", "choices", "untrusted", "_resources", "_version"),
 )
-
-# Known exceptions, cleared by the sandbox/grading part of issue 15: grading sits outside the
-# sandbox it governs (sandbox/_api imports grading; grading imports sandbox modules lazily),
-# and integrations/ is being rewritten. Edges from or to these modules are not checked for
-# layering, and their lazy edges are not added to the cycle check.
-KNOWN_EXCEPTIONS = ("agentenv.sandbox", "agentenv.grading", "agentenv.values", "agentenv.integrations")
-
 
 def _modules() -> dict[str, Path]:
     out = {}
@@ -111,10 +104,6 @@ def _imports(module: str, path: Path) -> tuple[set[str], set[str]]:
 GRAPH = {m: _imports(m, p) for m, p in MODULES.items()}
 
 
-def _excepted(module: str) -> bool:
-    return any(module == e or module.startswith(e + ".") for e in KNOWN_EXCEPTIONS)
-
-
 def _cycle(edges: dict[str, set[str]]) -> list[str] | None:
     """One cycle of the graph, as a path that ends where it starts; None when there is none."""
     state: dict[str, int] = {}
@@ -152,15 +141,15 @@ def test_no_cycle_at_import_time() -> None:
 
 
 def test_no_lazy_import_closes_a_cycle() -> None:
-    edges = {m: eager | (lazy if not _excepted(m) else set()) for m, (eager, lazy) in GRAPH.items()}
+    edges = {m: eager | lazy for m, (eager, lazy) in GRAPH.items()}
     cycle = _cycle(edges)
     assert cycle is None, "a lazy import dodges this cycle: " + " -> ".join(cycle or [])
 
 
 def test_arrows_point_down_the_layers() -> None:
     upward = [f"{m} ({_layer(m)}) -> {t} ({_layer(t)})"
-              for m, (eager, lazy) in sorted(GRAPH.items()) if not _excepted(m)
-              for t in sorted(eager | lazy) if not _excepted(t) and _layer(t) < _layer(m)]
+              for m, (eager, lazy) in sorted(GRAPH.items())
+              for t in sorted(eager | lazy) if _layer(t) < _layer(m)]
     assert upward == [], "imports that point up the layers: " + "; ".join(upward)
 
 
@@ -190,3 +179,25 @@ def test_the_library_never_imports_the_test_helpers() -> None:
     users = sorted(m for m, (eager, lazy) in GRAPH.items() if not m.startswith("agentenv.testing")
                    for t in eager | lazy if t.startswith("agentenv.testing"))
     assert users == []
+
+
+def test_no_module_is_shadowed_by_a_name_its_package_exports() -> None:
+    """``import agentenv.grading.judging as m`` gives the module: no package re-exports a function
+    under the name of one of its own submodules (the attribute would replace the module)."""
+    script = (
+        "import importlib, sys\n"
+        f"names = {sorted(m for m, p in MODULES.items() if p.name != '__init__.py')!r}\n"
+        "shadowed = []\n"
+        "for name in names:\n"
+        "    try:\n"
+        "        module = importlib.import_module(name)\n"
+        "    except ImportError:\n"
+        "        continue  # an optional dependency is missing here\n"
+        "    parent, _, leaf = name.rpartition('.')\n"
+        "    if getattr(sys.modules[parent], leaf, None) is not module:\n"
+        "        shadowed.append(name)\n"
+        "print(shadowed)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"

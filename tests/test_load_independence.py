@@ -14,7 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentenv.sandbox import SandboxPool, run_tests
+from agentenv.grading import run_tests
+from agentenv.sandbox import SandboxPool
 
 pytestmark = pytest.mark.slow
 

@@ -13,8 +13,8 @@ import pytest
 from agentenv import MultiTurnCodingEnv
 from agentenv.envs.conversation import ConversationState
 from agentenv.envs.multiturn import MIN_REPLY_TOKENS, SandboxGrader, redact_secrets, secret_values
-from agentenv.envs.scoring import Scored
 from agentenv.errors import EnvStateError, SandboxError
+from agentenv.grading.scoring import Scored
 from agentenv.policies import ScriptedPolicy, mock_policy
 from agentenv.records import Completion, Trajectory
 from agentenv.tasks import Task

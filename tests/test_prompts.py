@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 import agentenv.prompts as prompts_module
 from agentenv.errors import ConfigError, TemplateError
+from agentenv.grading.result import Failure
 from agentenv.prompts import TEMPLATE_NAMES, Prompts, truncate_middle
-from agentenv.sandbox.result import Failure
 from agentenv.tasks import StdioCase, Task
 from agentenv.tasks.builtin import builtin_tasks
 

@@ -15,8 +15,9 @@ cluster_utils = pytest.importorskip("ray.cluster_utils")
 
 from agentenv import CodingEnv  # noqa: E402
 from agentenv.errors import SandboxError  # noqa: E402
+from agentenv.grading import run_tests  # noqa: E402
 from agentenv.integrations.trl import code_reward  # noqa: E402
-from agentenv.sandbox import run_tests, set_default_pool  # noqa: E402
+from agentenv.sandbox import set_default_pool  # noqa: E402
 from agentenv.sandbox.ray_pool import RayPool  # noqa: E402
 from agentenv.tasks.builtin import builtin_tasks  # noqa: E402
 

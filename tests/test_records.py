@@ -7,8 +7,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agentenv.grading.result import Failure, RunResult
 from agentenv.records import Completion, Trajectory, TurnRecord, classify_outcome
-from agentenv.sandbox.result import Failure, RunResult
 
 CODE = "def f():\n    return 1\n"
 

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentenv.errors import ConfigError
+from agentenv.grading.result import Failure, RunResult
 from agentenv.rewards import (
     checked_reward,
     combine,
@@ -18,7 +19,6 @@ from agentenv.rewards import (
     outcome_reward,
     sparse_reward,
 )
-from agentenv.sandbox.result import Failure, RunResult
 
 CODE = "def f():\n    return 1\n"
 

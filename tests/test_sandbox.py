@@ -19,14 +19,8 @@ from structlog.testing import capture_logs
 from support.attacks import strict_pool
 
 from agentenv.errors import ConfigError, IsolationUnavailable, SandboxError
-from agentenv.sandbox import (
-    Limits,
-    RunResult,
-    SandboxPool,
-    arun_tests,
-    default_pool,
-    run_tests,
-)
+from agentenv.grading import RunResult, arun_tests, run_tests
+from agentenv.sandbox import Limits, SandboxPool, default_pool
 from agentenv.sandbox._isolation import bwrap_path
 from agentenv.sandbox._limits import scrubbed_env
 from agentenv.sandbox.testing import leftover_processes, process_table
@@ -380,7 +374,8 @@ def test_no_worker_survives_the_interpreter_that_started_it(ending: str) -> None
     """Workers go away at interpreter exit, and even when the interpreter is killed outright."""
     script = textwrap.dedent("""
         import sys, time
-        from agentenv.sandbox import run_tests, default_pool
+        from agentenv.grading import run_tests
+        from agentenv.sandbox import default_pool
         from agentenv.sandbox.testing import process_table, _descendants
         run_tests("def add(a, b):\\n    return a + b\\n", ["assert add(1, 2) == 3"])
         table = process_table()

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from strategies import arbitrary_code, candidate_programs
 
 from agentenv.errors import IsolationUnavailable
-from agentenv.sandbox import RunResult, SandboxPool, run_tests
+from agentenv.grading import RunResult, run_tests
+from agentenv.sandbox import SandboxPool
 from agentenv.sandbox.testing import leftover_processes
 
 TIMEOUT = 0.5

@@ -13,9 +13,9 @@ from agentenv import settings
 PACKAGE = Path(agentenv.__file__).parent
 # The sandbox's own files that run inside it (standard library only, loaded by path) set up the
 # candidate's environment; _limits copies an allowlist of harmless variables for the fallback's
-# candidates and _redact scans values for secrets. None of them reads configuration.
+# candidates and grading/redact scans values for secrets. None of them reads configuration.
 KNOWN_EXCEPTIONS = ("sandbox/_worker.py", "sandbox/_runner.py", "sandbox/_judge.py",
-                    "sandbox/_launch.py", "sandbox/_limits.py", "sandbox/_redact.py")
+                    "sandbox/_launch.py", "sandbox/_limits.py", "grading/redact.py")
 _READERS = {"environ", "environb", "getenv", "getenvb", "getproxies_environment", "putenv", "unsetenv"}
 
 

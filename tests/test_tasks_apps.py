@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agentenv.errors import ConfigError, DatasetUnavailable, TaskFormatError
-from agentenv.sandbox import RunResult, run_tests
+from agentenv.grading import RunResult, run_tests
 from agentenv.tasks import StdioCase, Task, apps, load_tasks
 from agentenv.tasks.jsonl import STDIO_ENTRY_POINT
 

@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 import agentenv
-from agentenv.sandbox import RunResult, run_tests
+from agentenv.grading import RunResult, run_tests
 from agentenv.tasks import DIFFICULTIES, Task, load_tasks
 from agentenv.tasks.builtin import builtin_tasks
 

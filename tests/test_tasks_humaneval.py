@@ -13,7 +13,7 @@ import pytest
 
 from agentenv.envs.coding import CodingEnv
 from agentenv.errors import DatasetUnavailable, TaskFormatError
-from agentenv.sandbox import run_tests
+from agentenv.grading import run_tests
 from agentenv.tasks import Task, load_tasks
 from agentenv.tasks.humaneval import load, split_check
 

@@ -12,7 +12,7 @@ import pytest
 
 import agentenv
 from agentenv.errors import ConfigError, DatasetUnavailable, TaskFormatError
-from agentenv.sandbox import run_tests
+from agentenv.grading import run_tests
 from agentenv.tasks import StdioCase, Task, load_tasks
 from agentenv.tasks.jsonl import (
     STDIO_ENTRY_POINT,

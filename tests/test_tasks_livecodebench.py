@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentenv.errors import ConfigError, DatasetUnavailable, TaskFormatError
-from agentenv.sandbox import RunResult, run_tests
+from agentenv.grading import RunResult, run_tests
 from agentenv.tasks import StdioCase, Task, load_tasks
 from agentenv.tasks import livecodebench as lcb
 from agentenv.tasks.jsonl import STDIO_ENTRY_POINT

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agentenv.errors import ConfigError, DatasetUnavailable, TaskFormatError
-from agentenv.sandbox import RunResult, run_tests
+from agentenv.grading import RunResult, run_tests
 from agentenv.tasks import Task, load_tasks, mbpp
 
 DATA = Path(__file__).parent / "data"

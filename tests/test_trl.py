@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import agentenv.sandbox
+import agentenv.grading
 from agentenv.errors import ConfigError, MissingDependency
 from agentenv.integrations.trl import (
     ROW_COLUMNS,
@@ -179,7 +179,7 @@ def test_a_grpo_group_repeats_rows_and_scores_each_completion() -> None:
 
 def test_identical_submissions_in_a_batch_run_once_and_rows_run_concurrently(monkeypatch: pytest.MonkeyPatch) -> None:
     """Duplicates share one sandbox run; distinct ones overlap on the worker threads."""
-    real = agentenv.sandbox.run_tests
+    real = agentenv.grading.run_tests
     lock = threading.Lock()
     calls: list[str] = []
     live = [0, 0]  # in flight now, most at once
@@ -195,7 +195,7 @@ def test_identical_submissions_in_a_batch_run_once_and_rows_run_concurrently(mon
             with lock:
                 live[0] -= 1
 
-    monkeypatch.setattr(agentenv.sandbox, "run_tests", spy)
+    monkeypatch.setattr(agentenv.grading, "run_tests", spy)
     sleepy = [f"```python\nimport time\ndef add(a, b):\n    time.sleep(0.3)\n    return a + b + {i} * 0\n```"
               for i in range(4)]
     group = [*sleepy, GOOD["add"], GOOD["add"], GOOD["add"]]

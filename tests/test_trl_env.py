@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from agentenv.credit import episode_return
-from agentenv.envs.scoring import SandboxGrader, Scored
 from agentenv.errors import ConfigError
+from agentenv.grading.scoring import SandboxGrader, Scored
 from agentenv.integrations.trl import (
     CodingToolEnv,
     PrefetchGrading,

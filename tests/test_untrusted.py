@@ -9,9 +9,9 @@ import pytest
 
 from agentenv.cli import main
 from agentenv.envs.multiturn import MultiTurnCodingEnv
+from agentenv.grading.result import Failure, RunResult
 from agentenv.records import Trajectory, TurnRecord
 from agentenv.rollout.store import RunStore, read_trajectories
-from agentenv.sandbox.result import Failure, RunResult
 from agentenv.tasks.builtin import builtin_tasks
 from agentenv.untrusted import json_line, neutralise_control_tokens, printable, quote_block
 

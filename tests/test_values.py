@@ -15,11 +15,9 @@ from hypothesis import strategies as st
 from strategies import plain_values
 
 from agentenv.errors import SandboxError
-from agentenv.grading import judge, plan_checks
-from agentenv.sandbox import RunResult, SandboxPool, run_tests
-from agentenv.sandbox import _wire as wire
-from agentenv.sandbox._redact import REDACTED
-from agentenv.values import (
+from agentenv.grading import RunResult, judge, plan_checks, run_tests
+from agentenv.grading.redact import REDACTED
+from agentenv.grading.values import (
     COMPUTE_INT_BITS,
     BudgetExceeded,
     bounded_repr,
@@ -28,6 +26,8 @@ from agentenv.values import (
     python_equal,
     strict_equal,
 )
+from agentenv.sandbox import SandboxPool
+from agentenv.sandbox import _wire as wire
 
 NONCE = "v" * 32
 GUARD = 60.0  # seconds: a hang guard only, never a performance assertion
@@ -332,7 +332,7 @@ def test_the_judge_survives_huge_values_in_any_check(check: str) -> None:
 
 def test_any_error_while_judging_is_a_failed_check_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """Even a fault of the judge itself fails only that check, with the fault in the message."""
-    import agentenv.grading as grading
+    import agentenv.grading.judging as grading
 
     def broken(*args: object, **kwargs: object) -> bool:
         raise RuntimeError("judge fault")
@@ -450,17 +450,17 @@ def test_coding_env_never_shows_a_secret_value(monkeypatch: pytest.MonkeyPatch) 
 def test_code_reward_scores_a_row_the_sandbox_fails_on_and_keeps_the_others(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """One completion that breaks the infrastructure costs its own row only."""
-    import agentenv.sandbox as sandbox
+    import agentenv.grading as grading
     from agentenv.integrations.trl import make_code_reward
 
-    real = sandbox.run_tests
+    real = grading.run_tests
 
     def flaky(code: str, *args: object, **kwargs: object) -> RunResult:
         if "BREAK" in code:
             raise SandboxError("worker died twice")
         return real(code, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(sandbox, "run_tests", flaky)
+    monkeypatch.setattr(grading, "run_tests", flaky)
     reward = make_code_reward(max_workers=2)
     good = "def add(a, b):\n    return a + b\n"
     rewards = reward(completions=[good, good + "# BREAK\n", good.replace("+", "-")],

@@ -23,7 +23,7 @@ from typing import Any
 
 from agentenv.choices import Mode
 from agentenv.envs.multiturn import EpisodeCore, StepResult
-from agentenv.envs.scoring import Grader
+from agentenv.grading.scoring import Grader
 from agentenv.rewards import RewardFn, dense_reward
 from agentenv.settings import DEFAULT_TIMEOUT
 from agentenv.tasks.builtin import builtin_tasks

@@ -41,7 +41,7 @@ pays every turn its own score (a learner that stalls at 0.5 for three turns earn
 one that solves at once: never the default). ``TurnRecord.reward`` is always the turn's score.
 
 Failure messages are truncated, quoted and neutralised, and values of secret-looking environment
-variables are redacted (by the sandbox, :mod:`agentenv.sandbox._redact`, and again here for a
+variables are redacted (by grading, :mod:`agentenv.grading.redact`, and again here for a
 custom grader), before they reach an observation or a record.
 
 The episode logic is I/O-free and shared: ``step`` and ``astep`` differ only in how they call
@@ -64,7 +64,11 @@ from agentenv.envs.conversation import (
     ConversationState,
 )
 from agentenv.envs.info import StepInfo
-from agentenv.envs.scoring import (
+from agentenv.errors import ConfigError
+from agentenv.extract import extract_code
+from agentenv.grading.redact import redact_result, redact_secrets, secret_values
+from agentenv.grading.result import RunResult
+from agentenv.grading.scoring import (
     Grader,
     SandboxGrader,
     Scored,
@@ -72,13 +76,9 @@ from agentenv.envs.scoring import (
     score_apart,
     split_task,
 )
-from agentenv.errors import ConfigError
-from agentenv.extract import extract_code
 from agentenv.prompts import Prompts
 from agentenv.records import Trajectory, TurnRecord, classify_outcome
 from agentenv.rewards import RewardFn, checked_reward, dense_reward
-from agentenv.sandbox._redact import redact_result, redact_secrets, secret_values
-from agentenv.sandbox.result import RunResult
 from agentenv.settings import DEFAULT_MAX_TURNS, DEFAULT_TIMEOUT
 from agentenv.tasks import select
 from agentenv.tasks.schema import Task

@@ -44,13 +44,14 @@ from typing import Any
 
 from agentenv.errors import ConfigError, IsolationUnavailable, MissingDependency
 from agentenv.extract import extract_code
+from agentenv.grading.result import RunResult
+from agentenv.grading.scoring import empty_result
 from agentenv.integrations._common import completion_text, resolve_tasks
 from agentenv.integrations.trl_env import CodingToolEnv, PrefetchGrading, environment_factory
 from agentenv.log import get_logger
 from agentenv.prompts import Prompts
 from agentenv.records import classify_outcome
 from agentenv.rewards import RewardFn, checked_reward, get_reward
-from agentenv.sandbox.result import RunResult
 from agentenv.tasks import schema
 from agentenv.tasks.schema import (
     EQUALITIES,
@@ -80,7 +81,7 @@ ROW_COLUMNS: tuple[str, ...] = (
 
 DEFAULT_TIMEOUT = 5.0  # seconds per completion, as CodingEnv
 
-# Stand-in result for a completion with no code: nothing is run (see agentenv.envs.scoring).
+# Stand-in result for a completion with no code: nothing is run (see agentenv.grading.scoring).
 _NO_CODE = "no code found in the completion"
 
 log = get_logger(__name__)
@@ -229,8 +230,6 @@ def _submissions(completions: Sequence[Any] | None,
 
 
 def _no_code(checks: Sequence[Check]) -> RunResult:
-    from agentenv.envs.scoring import empty_result
-
     return empty_result(checks, _NO_CODE)
 
 
@@ -272,8 +271,6 @@ def _plan_batch(subs: list[_Submission | None]
 
 def _row_failed(sub: _Submission, exc: BaseException) -> RunResult:
     """The result of a row the sandbox could not score: every check fails, the fault is logged."""
-    from agentenv.envs.scoring import empty_result
-
     reason = f"{type(exc).__name__}: {exc}"[:300]
     log.warning("code_reward_row_failed", error=reason, checks=len(sub.checks))
     return empty_result(sub.checks, f"the sandbox could not score this completion ({reason})")
@@ -311,7 +308,7 @@ def make_code_reward(*, reward: str | RewardFn = "dense", timeout: float = DEFAU
         raise ConfigError(f"name must be a Python identifier (TRL logs rewards/<name>), got {name!r}")
 
     def run_batch(subs: list[_Submission | None]) -> dict[_Submission, RunResult]:
-        from agentenv.sandbox import run_tests
+        from agentenv.grading import run_tests
 
         results, todo = _plan_batch(subs)
 
@@ -334,7 +331,7 @@ def make_code_reward(*, reward: str | RewardFn = "dense", timeout: float = DEFAU
         return results
 
     async def arun_batch(subs: list[_Submission | None]) -> dict[_Submission, RunResult]:
-        from agentenv.sandbox import arun_tests
+        from agentenv.grading import arun_tests
 
         results, todo = _plan_batch(subs)
         gate = asyncio.Semaphore(workers)

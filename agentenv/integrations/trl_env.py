@@ -32,9 +32,9 @@ from typing import Any
 
 from agentenv.credit import SCHEMES, episode_return
 from agentenv.envs.multiturn import MultiTurnCodingEnv
-from agentenv.envs.scoring import Grader, SandboxGrader, Scored
 from agentenv.errors import ConfigError
 from agentenv.extract import extract_code
+from agentenv.grading.scoring import Grader, SandboxGrader, Scored
 from agentenv.integrations._common import resolve_tasks, tool_call_code
 from agentenv.tasks.schema import Task
 

@@ -35,6 +35,7 @@ import threading
 from pathlib import Path
 
 from agentenv import settings
+from agentenv.choices import IsolationLevel, values
 
 __all__ = [
     "ALLOW_ROOT_FALLBACK",
@@ -51,9 +52,10 @@ __all__ = [
     "strict_command",
 ]
 
-ISOLATION_LEVELS = ("rlimits", "strict")  # weakest first
+ISOLATION_LEVELS = values(IsolationLevel)  # weakest first
 SANDBOX_DIR = Path(__file__).resolve().parent
-SANDBOX_FILES = ("_worker.py", "_runner.py", "_wire.py", "_judge.py", "_rpc.py", "_cleanup.py")
+SANDBOX_FILES = ("_worker.py", "_runner.py", "_wire.py", "_schema.py", "_framing.py", "_judge.py",
+                 "_rpc.py", "_cleanup.py")
 INSIDE_DIR = "/opt/agentenv"
 INSIDE_WORKROOT = "/tmp"
 SANDBOX_UID = 65534  # inside the sandbox, and the host uid behind it when the caller is root

@@ -57,6 +57,22 @@ if _here not in sys.path:
 
 import _rpc  # noqa: E402  (loaded by path inside the sandbox)
 import _wire  # noqa: E402
+from _schema import (  # noqa: E402  (the wire schema: keys and kinds, declared once)
+    ASSERTION,
+    CHECK,
+    CHECK_SOURCE,
+    DONE,
+    EXCEPTION,
+    INDEX,
+    ITEM_INDEX,
+    KIND,
+    MESSAGE,
+    NO_RESULT,
+    OK,
+    SETUP,
+    SYNTAX,
+    TYPE,
+)
 
 __all__ = ["MAX_NESTING", "Remote", "run_judge"]
 
@@ -453,12 +469,12 @@ def _compile(source: str, name: str, tolerance: float | None) -> Any:
 
 def _verdict(index: int, source: str, ns: dict[str, Any], chan: _Channel,
              tolerance: float | None = None) -> dict[str, Any]:
-    base: dict[str, Any] = {"t": "check", "i": index}
+    base: dict[str, Any] = {TYPE: CHECK, INDEX: index}
     try:
         code = _compile(source, f"<check {index}>", tolerance)
         _free_globals(source)
     except BaseException as exc:
-        return {**base, "kind": "syntax", "msg": _message(exc)}
+        return {**base, KIND: SYNTAX, MESSAGE: _message(exc)}
     chan.begin()
     error: BaseException | None = None
     added: list[str] = []
@@ -471,23 +487,23 @@ def _verdict(index: int, source: str, ns: dict[str, Any], chan: _Channel,
         for name in added:  # the next check looks them up afresh
             ns.pop(name, None)
     if chan.broke_now or isinstance(error, _Gone):
-        return {**base, "kind": "no_result", "msg": chan.broken or "the candidate is gone"}
+        return {**base, KIND: NO_RESULT, MESSAGE: chan.broken or "the candidate is gone"}
     if isinstance(error, _NotPlain) or (error is None and chan.poisoned is not None):
-        return {**base, "kind": "assertion", "msg": _clip(chan.poisoned or str(error))}
+        return {**base, KIND: ASSERTION, MESSAGE: _clip(chan.poisoned or str(error))}
     if chan.poisoned is not None:
-        return {**base, "kind": "exception", "msg": chan.poisoned}
+        return {**base, KIND: EXCEPTION, MESSAGE: chan.poisoned}
     if error is None:
-        return {**base, "ok": True}
+        return {**base, OK: True}
     if error is chan.raised:
         raised = _clip(str(error)) if type(error) is CandidateError else _message(error)
-        return {**base, "kind": "exception", "msg": f"{_clip(chan.raised_in, 80)} raised {raised}"}
+        return {**base, KIND: EXCEPTION, MESSAGE: f"{_clip(chan.raised_in, 80)} raised {raised}"}
     if isinstance(error, AssertionError):
         text = _message(error).partition(": ")[2]
         if not text and chan.last is not None:
             what, value = chan.last
             text = f"{_clip(what, 80)} returned {_show(value)}"
-        return {**base, "kind": "assertion", "msg": text or "assertion failed"}
-    return {**base, "kind": "exception", "msg": _message(error)}
+        return {**base, KIND: ASSERTION, MESSAGE: text or "assertion failed"}
+    return {**base, KIND: EXCEPTION, MESSAGE: _message(error)}
 
 
 class _Verdicts:
@@ -525,11 +541,11 @@ def run_judge(job: dict[str, Any], result_fd: int, peer_fd: int) -> None:
                 exec(code, ns)
     except BaseException as exc:
         gone = isinstance(exc, _Gone) or chan.broke_now
-        out.send({"t": "setup", "kind": "no_result" if gone else "exception",
-                  "msg": f"{label}: {chan.broken if gone else _message(exc)}"})
+        out.send({TYPE: SETUP, KIND: NO_RESULT if gone else EXCEPTION,
+                  MESSAGE: f"{label}: {chan.broken if gone else _message(exc)}"})
     else:
         for item in job.get("checks", ()):
-            out.send(_verdict(int(item["i"]), str(item["src"]), ns, chan, tolerance))
+            out.send(_verdict(int(item[ITEM_INDEX]), str(item[CHECK_SOURCE]), ns, chan, tolerance))
     with contextlib.suppress(OSError):
         os.close(peer_fd)
-    out.send({"t": "done"})
+    out.send({TYPE: DONE})

@@ -21,13 +21,11 @@ workers through that same death signal.
 from __future__ import annotations
 
 import atexit
-import base64
 import contextlib
 import json
 import os
 import queue
 import select
-import struct
 import subprocess
 import tempfile
 import threading
@@ -41,9 +39,10 @@ from typing import Any, Protocol
 from agentenv import settings
 from agentenv.errors import ConfigError, IsolationUnavailable, SandboxError
 from agentenv.log import get_logger
-from agentenv.sandbox import _cgroup, _isolation
+from agentenv.sandbox import _cgroup, _framing, _isolation
 from agentenv.sandbox._cleanup import remove_tree
 from agentenv.sandbox._limits import Limits, scrubbed_env
+from agentenv.sandbox._wire import unpack_message
 
 __all__ = ["PREPARED_RUNS", "Pool", "RawRun", "SandboxPool", "WorkerDied", "default_pool", "default_size",
            "set_default_pool", "shutdown_default_pool"]
@@ -55,7 +54,6 @@ PREPARED_RUNS = 2  # runs each worker keeps forked and isolated ahead of their j
 BACKSTOP = 10.0  # seconds past a run's wall backstop before the worker itself is presumed wedged
 SCHEDULE_EVERY = 0.05  # seconds between CPU-weight updates of the runs in flight
 IDLE_TIMEOUT = 10.0  # seconds a worker may take between runs (reaping, wiping) before it is replaced
-_HEADER = struct.Struct(">I")
 
 
 @dataclass(frozen=True)
@@ -106,11 +104,12 @@ def default_size() -> int:
     return max(1, min(max(16, 8 * cores), ram // (512 * 1024**2)))
 
 
-def _b64(text: Any) -> bytes:
-    try:
-        return base64.b64decode(str(text), validate=True)
-    except ValueError:
-        raise WorkerDied("the worker sent a malformed result") from None
+def _blob(reply: dict[str, Any], name: str) -> bytes:
+    """A raw byte string of a worker's reply (see :func:`_framing.read_reply`)."""
+    value = reply.get(name, b"")
+    if type(value) is not bytes:
+        raise WorkerDied("the worker sent a malformed result")
+    return value
 
 
 class WorkerDied(Exception):
@@ -288,10 +287,9 @@ class _WorkerHandle:
             except OSError as exc:
                 raise WorkerDied(f"could not set the worker's cgroup limits ({exc})") from None
         payload = json.dumps({**job, "workdir": self.workdir, "env": self.child_env()}).encode("utf-8")
-        message = _HEADER.pack(len(header)) + header + _HEADER.pack(len(payload)) + payload
+        message = _framing.frame(header) + _framing.frame(payload)
         if judge is not None:
-            extra = json.dumps(judge).encode("utf-8")
-            message += _HEADER.pack(len(extra)) + extra
+            message += _framing.frame(json.dumps(judge).encode("utf-8"))
         self.busy = (time.monotonic(), timeout)
         try:
             try:
@@ -314,11 +312,12 @@ class _WorkerHandle:
             if self.ooms > ooms and limits.memory is not None:
                 died = f"killed: the run went over its memory limit ({limits.memory // 1024**2} MiB)"
         return RawRun(
-            result=_b64(reply.get("result", "")),
-            stdout=str(reply.get("stdout", "")), stderr=str(reply.get("stderr", "")),
+            result=_blob(reply, "result"),
+            stdout=_blob(reply, "stdout").decode("utf-8", "replace"),
+            stderr=_blob(reply, "stderr").decode("utf-8", "replace"),
             timed_out=bool(reply.get("timed_out")), seconds=float(reply.get("seconds", 0.0)),
             died=died, isolation=self.level, limits=self.limits,
-            judge_result=_b64(reply.get("judge_result", "")), judge_died=reply.get("judge_died"),
+            judge_result=_blob(reply, "judge_result"), judge_died=reply.get("judge_died"),
         )
 
     def healthy(self) -> bool:
@@ -340,19 +339,17 @@ class _WorkerHandle:
         return True
 
     def _write(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self._in, view):]
+        _framing.write_all(self._in, data)
 
     def _read(self, deadline: float) -> dict[str, Any]:
-        header = self._read_exact(_HEADER.size, deadline)
-        body = self._read_exact(_HEADER.unpack(header)[0], deadline)
+        """The worker's next reply: a msgpack header and the raw byte strings it names."""
         try:
-            message = json.loads(body)
+            message = _framing.read_reply(
+                self._out, unpack_message, lambda _fd, n: self._read_exact(n, deadline))
         except ValueError:
             raise WorkerDied("the worker sent a malformed reply") from None
-        if not isinstance(message, dict):
-            raise WorkerDied("the worker sent a malformed reply")
+        if message is None:  # pragma: no cover - _read_exact raises at end of stream
+            raise WorkerDied(f"the worker exited (status {self.proc.poll()})")
         return message
 
     def _read_exact(self, n: int, deadline: float) -> bytes:

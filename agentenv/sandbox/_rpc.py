@@ -5,8 +5,8 @@ only). The judge ``J`` (:mod:`_judge`) runs a task's check program; every name t
 defines is a proxy there, and each use of a proxy becomes one request to the candidate process
 ``G`` (:func:`_runner.serve_judge`), which answers with plain data. The channel is one
 ``AF_UNIX`` stream socket pair, created by the worker and handed to the two processes only;
-it carries length-prefixed small msgpack maps (:func:`_wire.pack_message`), values inside them
-as :func:`_wire.encode_value`'s bytes:
+it carries small msgpack maps (:func:`_wire.pack_message`), one per length-prefixed frame
+(:mod:`_framing`), values inside them as :func:`_wire.encode_value`'s bytes:
 
 - ``J -> G`` requests: ``{"op": "name", "n": name}`` (look a global up), ``{"op": "call", "f":
   REF, "a": [ARG...], "k": [[name, ARG]...]}``, ``{"op": "get", "f": REF, "n": attr}`` and
@@ -27,7 +27,6 @@ never carries a verdict: those go from ``J`` to the worker on ``J``'s own result
 from __future__ import annotations
 
 import os
-import struct
 import sys
 from typing import Any
 
@@ -35,18 +34,20 @@ _here = os.path.dirname(os.path.abspath(__file__))
 if _here not in sys.path:
     sys.path.insert(0, _here)
 
-import _wire  # noqa: E402  (loaded by path inside the sandbox)
+import _framing  # noqa: E402  (loaded by path inside the sandbox)
+import _wire  # noqa: E402
 
 __all__ = ["MAX_FRAME", "ChannelClosed", "ProtocolError", "recv", "send"]
 
 MAX_FRAME = 16 * 1024 * 1024  # bytes of one message; more is a protocol error
 MAX_ENTRIES = 4096  # items of any list or map in a message (values travel as bytes)
 
-_HEADER = struct.Struct(">I")
 _pack = _wire.pack_message
 _unpack = _wire.unpack_message
-_os_read = os.read
-_os_write = os.write
+_frame = _framing.frame
+_write_all = _framing.write_all
+_read_frame = _framing.read_frame
+_FrameTooLarge = _framing.FrameTooLarge
 
 
 class ChannelClosed(Exception):
@@ -65,40 +66,22 @@ def send(fd: int, message: dict[str, Any]) -> None:
         raise ProtocolError(f"a message that cannot be sent ({exc})") from None
     if len(body) > MAX_FRAME:
         raise ProtocolError(f"a message of {len(body)} bytes is over the {MAX_FRAME}-byte limit")
-    view = memoryview(_HEADER.pack(len(body)) + body)
-    while view:
-        try:
-            n = _os_write(fd, view)
-        except InterruptedError:  # pragma: no cover - PEP 475 retries for us
-            continue
-        except OSError:
-            raise ChannelClosed("the other side closed the channel") from None
-        view = view[n:]
-
-
-def _read_exact(fd: int, n: int) -> bytes:
-    parts: list[bytes] = []
-    got = 0
-    while got < n:
-        try:
-            chunk = _os_read(fd, min(n - got, 1 << 20))
-        except InterruptedError:  # pragma: no cover
-            continue
-        except OSError:
-            chunk = b""
-        if not chunk:
-            raise ChannelClosed("the other side closed the channel")
-        parts.append(chunk)
-        got += len(chunk)
-    return b"".join(parts)
+    try:
+        _write_all(fd, _frame(body))
+    except OSError:
+        raise ChannelClosed("the other side closed the channel") from None
 
 
 def recv(fd: int) -> dict[str, Any]:
     """Read one message: a map of at most MAX_FRAME bytes, else ProtocolError."""
-    (size,) = _HEADER.unpack(_read_exact(fd, _HEADER.size))
-    if size > MAX_FRAME:
-        raise ProtocolError(f"a message of {size} bytes is over the {MAX_FRAME}-byte limit")
-    body = _read_exact(fd, size)
+    try:
+        body = _read_frame(fd, MAX_FRAME)
+    except _FrameTooLarge as exc:
+        raise ProtocolError(str(exc)) from None
+    except OSError:
+        body = None
+    if body is None:
+        raise ChannelClosed("the other side closed the channel")
     try:
         return _unpack(body, MAX_ENTRIES)
     except (ValueError, RecursionError, MemoryError):

@@ -6,7 +6,8 @@ inside the sandbox (standard library only, no package-relative imports) either a
 :func:`run_job` in a freshly forked child.
 
 A job is JSON: ``{"nonce", "code", "setup", "prelude", "items", "limits"}``. Each item says what to compute
-for one check (the plan comes from :mod:`agentenv.grading`):
+for one check (the plan comes from :mod:`agentenv.grading.plan`; keys and kinds of items and of
+the frames sent back are declared in :mod:`_schema`):
 
 - ``{"i", "k": "calls", "calls": [src, ...]}``: evaluate each call expression in the candidate's
   namespace and send back its *value* as plain data (never a verdict; expected values are not in
@@ -40,6 +41,32 @@ if _here not in sys.path:
 
 import _rpc  # noqa: E402  (loaded by path inside the sandbox)
 import _wire  # noqa: E402
+from _schema import (  # noqa: E402  (the wire schema: keys and kinds, declared once)
+    ASSERTION,
+    CALL,
+    CALL_INDEX,
+    CALL_SOURCES,
+    DONE,
+    EXCEPTION,
+    INDEX,
+    ITEM_CALLS,
+    ITEM_INDEX,
+    ITEM_KIND,
+    ITEM_STDIO,
+    KIND,
+    LOAD,
+    MESSAGE,
+    NOT_PLAIN,
+    OK,
+    OUT,
+    OVER_BUDGET,
+    RAISED,
+    STDIN,
+    STDIO,
+    SYNTAX,
+    TYPE,
+    VALUE,
+)
 
 __all__ = ["apply_limits", "main", "run_job", "serve_judge"]
 
@@ -116,10 +143,10 @@ def _message(exc: BaseException) -> str:
 
 def _kind(exc: BaseException) -> str:
     if isinstance(exc, AssertionError):
-        return "assertion"
+        return ASSERTION
     if isinstance(exc, SyntaxError):
-        return "syntax"
-    return "exception"
+        return SYNTAX
+    return EXCEPTION
 
 
 class _Channel:
@@ -151,14 +178,14 @@ def _load_candidate(code: str, setup: str, chan: _Channel, prelude: str = "") ->
         try:
             compiled = _compile(source, f"<{label}>", "exec", dont_inherit=True)
         except BaseException as exc:  # SyntaxError, ValueError (null bytes), RecursionError...
-            chan.send({"t": "load", "kind": "syntax", "msg": f"{label}: {_message(exc)}"})
+            chan.send({TYPE: LOAD, KIND: SYNTAX, MESSAGE: f"{label}: {_message(exc)}"})
             return None
         try:
             _exec(compiled, ns)
         except BaseException as exc:
-            chan.send({"t": "load", "kind": "exception", "msg": f"{label}: {_message(exc)}"})
+            chan.send({TYPE: LOAD, KIND: EXCEPTION, MESSAGE: f"{label}: {_message(exc)}"})
             return None
-    chan.send({"t": "load", "ok": True})
+    chan.send({TYPE: LOAD, OK: True})
     return ns
 
 
@@ -169,25 +196,27 @@ def _run_calls(index: int, calls: list[str], ns: dict[str, Any], chan: _Channel,
             compiled = _compile(source, f"<check {index}>", "eval", dont_inherit=True)
             value = _eval(compiled, ns)
         except BaseException as exc:
-            chan.send({"t": "call", "i": index, "j": j, "kind": _kind(exc), "msg": _message(exc)})
+            chan.send({TYPE: CALL, INDEX: index, CALL_INDEX: j, KIND: _kind(exc), MESSAGE: _message(exc)})
             continue
         try:
             encoded = _encode_value(value)
         except _ValueTooLarge as exc:  # plain data, over a wire budget: say which
-            chan.send({"t": "call", "i": index, "j": j, "kind": "budget", "msg": str(exc.args[0])})
+            chan.send({TYPE: CALL, INDEX: index, CALL_INDEX: j, KIND: OVER_BUDGET,
+                       MESSAGE: str(exc.args[0])})
             continue
         except _NotPlainData as exc:
-            chan.send({"t": "call", "i": index, "j": j, "kind": "type", "msg": str(exc.args[0])})
+            chan.send({TYPE: CALL, INDEX: index, CALL_INDEX: j, KIND: NOT_PLAIN,
+                       MESSAGE: str(exc.args[0])})
             continue
         except BaseException as exc:  # RecursionError, MemoryError on a huge value
-            chan.send({"t": "call", "i": index, "j": j, "kind": "type", "msg": _message(exc)})
+            chan.send({TYPE: CALL, INDEX: index, CALL_INDEX: j, KIND: NOT_PLAIN, MESSAGE: _message(exc)})
             continue
         if max_bytes and len(encoded) > max_bytes:  # it could never arrive whole: say why now
-            chan.send({"t": "call", "i": index, "j": j, "kind": "budget",
-                       "msg": f"a value of {len(encoded)} bytes (Limits.max_result_bytes is "
+            chan.send({TYPE: CALL, INDEX: index, CALL_INDEX: j, KIND: OVER_BUDGET,
+                       MESSAGE: f"a value of {len(encoded)} bytes (Limits.max_result_bytes is "
                               f"{max_bytes})"})
             continue
-        chan.send({"t": "call", "i": index, "j": j, "v": encoded})
+        chan.send({TYPE: CALL, INDEX: index, CALL_INDEX: j, VALUE: encoded})
 
 
 def _stdin_fd(data: bytes) -> int:
@@ -257,11 +286,11 @@ def _run_stdio(index: int, code: str, stdin: str, chan: _Channel, prelude: str =
     status = _os_read(st_r, 8192)
     _os_close(st_r)
     out = b"".join(chunks).decode("utf-8", "replace")
-    message: dict[str, Any] = {"t": "stdio", "i": index, "out": out}
+    message: dict[str, Any] = {TYPE: STDIO, INDEX: index, OUT: out}
     if status:
         kind, _, msg = status.decode("utf-8", "replace").partition("\n")
-        message["kind"] = kind if kind in ("assertion", "exception", "syntax") else "exception"
-        message["msg"] = msg
+        message[KIND] = kind if kind in RAISED else EXCEPTION
+        message[MESSAGE] = msg
     chan.send(message)
 
 
@@ -442,22 +471,22 @@ def run_job(job: dict[str, Any], result_fd: int, judge_fd: int | None = None) ->
     code = str(job.get("code", ""))
     items = list(job.get("items", ()))
     ns: dict[str, Any] | None = None
-    if judge_fd is not None or any(item["k"] != "stdio" for item in items):
+    if judge_fd is not None or any(item[ITEM_KIND] != ITEM_STDIO for item in items):
         ns = _load_candidate(code, str(job.get("setup", "")), chan, str(job.get("prelude", "")))
     for item in items:
-        kind, index = item["k"], int(item["i"])
-        if kind == "stdio":
-            _run_stdio(index, code, str(item["stdin"]), chan, str(job.get("prelude", "")))
+        kind, index = item[ITEM_KIND], int(item[ITEM_INDEX])
+        if kind == ITEM_STDIO:
+            _run_stdio(index, code, str(item[STDIN]), chan, str(job.get("prelude", "")))
         elif ns is None:
             continue  # the parent marks these with the load failure
-        elif kind == "calls":
-            _run_calls(index, list(item["calls"]), ns, chan, int(job.get("max_value_bytes", 0)))
+        elif kind == ITEM_CALLS:
+            _run_calls(index, list(item[CALL_SOURCES]), ns, chan, int(job.get("max_value_bytes", 0)))
     if judge_fd is not None:
         if ns is not None:
             serve_judge(ns, judge_fd, int(job.get("max_value_bytes", 0)))
         with contextlib.suppress(OSError):
             _os_close(judge_fd)
-    chan.send({"t": "done"})
+    chan.send({TYPE: DONE})
 
 
 def _read_all(fd: int) -> bytes:

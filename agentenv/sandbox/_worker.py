@@ -5,7 +5,8 @@ bubblewrap at the strict level or as a plain process at the rlimits level. Stand
 only; loaded by path. Two long-lived processes and one per run:
 
 - the **worker** ``W`` talks to the trusted parent over its stdin/stdout (length-prefixed
-  frames), watches each run and sends back what it observed. It never judges;
+  frames, :mod:`_framing`: JSON messages in; replies out as a small msgpack header and the
+  run's raw byte strings), watches each run and sends back what it observed. It never judges;
 - the **zygote** ``Z``, forked by ``W`` before any job exists, holds the runner and common
   modules imported and forks every run. It never reads a job or a result, so each run starts
   from the same pristine memory: nothing of an earlier submission can be found in a later one;
@@ -37,7 +38,6 @@ memory, environment or descriptors through ``/proc``.
 
 from __future__ import annotations
 
-import base64
 import collections
 import contextlib
 import fcntl
@@ -58,8 +58,10 @@ if _here not in sys.path:
     sys.path.append(_here)  # last: nothing in this directory may shadow a standard module
 
 import _cleanup  # noqa: E402
+import _framing  # noqa: E402
 import _judge  # noqa: E402
 import _runner  # noqa: E402
+import _wire  # noqa: E402
 
 # Imported once in the zygote, so runs get them for free. Kept to what solutions commonly use:
 # every module here makes each fork (and each exit) a little more expensive.
@@ -87,8 +89,6 @@ GRACE = 0.25  # seconds of draining after the run has ended
 CPU_RATE = 1.5  # CPUs a run can use at once at most (its cgroup's quota): paces the CPU checks
 CPU_POLL = 0.01  # seconds between CPU checks, at the least
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-_HEADER = struct.Struct(">I")
 
 
 # --------------------------------------------------------------------------- small OS helpers
@@ -170,28 +170,13 @@ class _Libc:
 _libc = _Libc()
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def _read_exact(fd: int, n: int) -> bytes | None:
-    parts, got = [], 0
-    while got < n:
-        chunk = os.read(fd, n - got)
-        if not chunk:
-            return None
-        parts.append(chunk)
-        got += len(chunk)
-    return b"".join(parts)
+_write_all = _framing.write_all
+_read_exact = _framing.read_exact
 
 
 def read_message(fd: int) -> dict[str, Any] | None:
-    header = _read_exact(fd, _HEADER.size)
-    if header is None:
-        return None
-    body = _read_exact(fd, _HEADER.unpack(header)[0])
+    """The parent's next message (a JSON frame); None when the parent is gone."""
+    body = _framing.read_frame(fd)
     if body is None:
         return None
     message = json.loads(body)
@@ -199,8 +184,10 @@ def read_message(fd: int) -> dict[str, Any] | None:
 
 
 def write_message(fd: int, message: dict[str, Any]) -> None:
-    body = json.dumps(message).encode("utf-8")
-    _write_all(fd, _HEADER.pack(len(body)) + body)
+    """A reply to the parent: its ``bytes`` values go as raw frames after a msgpack header."""
+    blobs = {key: value for key, value in message.items() if type(value) is bytes}
+    header = {key: value for key, value in message.items() if key not in blobs}
+    _framing.write_reply(fd, header, blobs, _wire.pack_message)
 
 
 def _close(*fds: int) -> None:
@@ -720,12 +707,10 @@ class Worker:
             return {"id": header.get("id"), "error": outcome["error"]}
         outcome["seconds"] = time.monotonic() - start
         blobs = outcome.pop("data")
-        result, out, err = blobs[:3]
-        outcome["result"] = base64.b64encode(result).decode("ascii")
-        outcome["stdout"] = out.decode("utf-8", "replace")
-        outcome["stderr"] = err.decode("utf-8", "replace")
+        # Raw bytes: write_message sends them as frames of their own (no base64, no JSON).
+        outcome["result"], outcome["stdout"], outcome["stderr"] = blobs[:3]
         if pair is not None:
-            outcome["judge_result"] = base64.b64encode(blobs[3]).decode("ascii")
+            outcome["judge_result"] = blobs[3]
         outcome["id"] = header.get("id")
         return outcome
 
@@ -1027,10 +1012,8 @@ def _probe_hermetic() -> str:
 
 
 def read_job(fd: int) -> bytes | None:
-    header = _read_exact(fd, _HEADER.size)
-    if header is None:
-        return None
-    return _read_exact(fd, _HEADER.unpack(header)[0])
+    """A job's payload (JSON bytes, handed on to the child as they are); None at end of stream."""
+    return _framing.read_frame(fd)
 
 
 def main(argv: list[str]) -> None:

@@ -21,7 +21,7 @@ __all__ = ["DIFFICULTIES", "EQUALITIES", "Check", "StdioCase", "Task", "check_fr
            "decode_checks"]
 
 DIFFICULTIES = values(Difficulty)
-EQUALITIES = values(Equality)  # how checks compare values (see agentenv.values)
+EQUALITIES = values(Equality)  # how checks compare values (see agentenv.grading.values)
 
 
 @dataclass(frozen=True)

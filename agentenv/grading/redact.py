@@ -4,7 +4,7 @@ One implementation for every caller (``run_tests`` and so every environment, ``c
 and the CLI): values of environment variables whose names look secret
 (:data:`agentenv.sandbox._limits.SECRET_NAME`) are replaced by ``[redacted]`` in the candidate's
 stdout and stderr and in every failure message and check text, after judging, before the
-result leaves the sandbox package. The candidate never sees these variables (its environment
+result leaves the grading package. The candidate never sees these variables (its environment
 is scrubbed or empty); this catches the values that reach output anyway, e.g. a secret pasted
 into the code itself, or a fallback run that could read a file holding one.
 
@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from agentenv.grading.result import RunResult
 from agentenv.sandbox._limits import SECRET_NAME
-from agentenv.sandbox.result import RunResult
 
 __all__ = ["MIN_SECRET_LENGTH", "REDACTED", "redact_result", "redact_secrets", "secret_values"]
 

@@ -1,6 +1,6 @@
-"""The sandbox's result records: ``RunResult`` and one ``Failure`` per failed check.
+"""The result records of grading: ``RunResult`` and one ``Failure`` per failed check.
 
-These are the only things the sandbox hands back for candidate code. Whatever the code does
+These are the only things grading hands back for candidate code (:func:`agentenv.grading.run_tests`). Whatever the code does
 (wrong answers, crashes, hangs, hostile tricks) ends up as data here, never as an exception.
 """
 

@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from agentenv.sandbox import RunResult, arun_tests, run_tests
-from agentenv.sandbox.result import Failure
+from agentenv.grading.result import Failure, RunResult
+from agentenv.grading.run import arun_tests, run_tests
 from agentenv.tasks.schema import Check, Task
 
 __all__ = ["Grader", "SandboxGrader", "Scored", "ascore", "ascore_apart", "empty_result", "score",

@@ -1,8 +1,9 @@
-"""``run_tests`` and ``arun_tests``: the sandbox's public entry points.
+"""``run_tests`` and ``arun_tests``: candidate code against checks, in the sandbox, judged here.
 
-They plan the checks (:mod:`agentenv.grading`), hand the job to a fork-server pool
-(:mod:`agentenv.sandbox._pool`), judge what came back, and redact secret values from the
-result (:mod:`agentenv.sandbox._redact`). Whatever the candidate does ends up in the returned
+They plan the checks (:mod:`agentenv.grading.plan`), hand the job to a sandbox pool
+(:mod:`agentenv.sandbox`: untrusted code in, raw results out), judge what came back
+(:mod:`agentenv.grading.judging`), and redact secret values from the result
+(:mod:`agentenv.grading.redact`). Whatever the candidate does ends up in the returned
 ``RunResult``; only infrastructure faults raise (``SandboxError``).
 """
 
@@ -15,16 +16,16 @@ import math
 import secrets
 from collections.abc import Sequence
 
+from agentenv.choices import Equality, IsolationLevel, values
 from agentenv.errors import ConfigError, IsolationUnavailable
-from agentenv.grading import judge, plan_checks
-from agentenv.sandbox._isolation import ISOLATION_LEVELS
+from agentenv.grading.judging import judge
+from agentenv.grading.plan import plan_checks
+from agentenv.grading.redact import redact_result
+from agentenv.grading.result import RunResult
 from agentenv.sandbox._limits import DEFAULT_LIMITS, Limits
 from agentenv.sandbox._pool import Pool, default_pool
-from agentenv.sandbox._redact import redact_result
 from agentenv.sandbox._wire import parse_frames
-from agentenv.sandbox.result import RunResult
 from agentenv.tasks.schema import Check
-from agentenv.values import EQUALITY_MODES
 
 __all__ = ["arun_tests", "run_tests"]
 
@@ -38,13 +39,14 @@ def _validate(code_str: object, checks: object, timeout: object, isolation: obje
                           f"{type(checks).__name__}")
     if not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0:
         raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
-    if isolation is not None and isolation not in ISOLATION_LEVELS:
-        raise ConfigError(f"isolation must be one of {ISOLATION_LEVELS} or None, got {isolation!r}")
+    if isolation is not None and isolation not in values(IsolationLevel):
+        raise ConfigError(f"isolation must be one of {values(IsolationLevel)} or None, "
+                          f"got {isolation!r}")
     if float_tolerance is not None and not (
             isinstance(float_tolerance, (int, float)) and float_tolerance >= 0):
         raise ConfigError(f"float_tolerance must be a non-negative number, got {float_tolerance!r}")
-    if equality not in EQUALITY_MODES:
-        raise ConfigError(f"equality must be one of {EQUALITY_MODES}, got {equality!r}")
+    if equality not in values(Equality):
+        raise ConfigError(f"equality must be one of {values(Equality)}, got {equality!r}")
     if not isinstance(prelude, str):
         raise ConfigError(f"prelude must be a str of Python source, got {type(prelude).__name__}")
 
@@ -68,7 +70,8 @@ def run_tests(
     never raises because of what the code does. ``isolation`` is the minimum level required:
     ``"strict"`` raises ``IsolationUnavailable`` when bubblewrap cannot run here; ``None`` or
     ``"rlimits"`` accept whatever the pool provides (reported in ``RunResult.isolation``).
-    ``pool`` defaults to the process-wide :func:`~agentenv.sandbox.default_pool`.
+    ``pool`` defaults to the process-wide :func:`~agentenv.sandbox.default_pool`. Levels are
+    :class:`agentenv.choices.IsolationLevel`; equality modes :class:`agentenv.choices.Equality`.
     ``equality`` is how values are compared: ``"python"`` (Python's own ``==``: ``1 == 1.0``, a
     Counter equals a dict with its items) or ``"strict"`` (same exact type all the way down).
     ``prelude`` runs in the candidate's namespace before its code (a benchmark's implicit
@@ -77,13 +80,13 @@ def run_tests(
     _validate(code_str, checks, timeout, isolation, float_tolerance, equality, prelude)
     limits = limits or DEFAULT_LIMITS
     pool = pool or default_pool()
-    if isolation == "strict" and pool.level != "strict":
+    if isolation == IsolationLevel.STRICT and pool.level != IsolationLevel.STRICT:
         raise IsolationUnavailable(
             f"strict isolation was required but this sandbox pool runs at {pool.level!r}; "
             "install bubblewrap and allow unprivileged user namespaces, or pass isolation=None")
     plan = plan_checks(checks, setup_code=setup_code or "")
     nonce = secrets.token_hex(16)
-    child_limits = limits.for_child(timeout, nproc=pool.level == "strict")
+    child_limits = limits.for_child(timeout, nproc=pool.level == IsolationLevel.STRICT)
     job = {
         "nonce": nonce, "code": code_str, "setup": setup_code or "", "prelude": prelude,
         "items": plan.job_items(), "limits": child_limits,

@@ -1,8 +1,8 @@
 """Plain values on the trusted side: how they are compared, formatted and computed on, within budgets.
 
-What it owns, for :mod:`agentenv.grading`:
+What it owns, for :mod:`agentenv.grading.judging`:
 
-- **equality**: :func:`python_equal` (the default, ``equality="python"``: Python's own ``==``,
+- **equality**, by :class:`agentenv.choices.Equality`: :func:`python_equal` (the default, ``equality="python"``: Python's own ``==``,
   so ``1 == 1.0``, ``True == 1``, a ``Counter`` equals a dict with the same items, NaN is never
   equal to anything) and :func:`strict_equal` (``equality="strict"``: same exact type all the
   way down, NaN equal to NaN). Both accept a float tolerance. Values reaching them are plain
@@ -19,7 +19,7 @@ What it owns, for :mod:`agentenv.grading`:
   which the judge turns into a failed check naming the limit.
 
 Not here: the wire format and its decoding budgets (``sandbox._wire``), and deciding what a
-check computes (``grading``).
+check computes (``grading.plan``).
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ import cmath
 import collections
 import math
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
+
+from agentenv.choices import Equality
 
 __all__ = [
     "COMPUTE_INT_BITS",
-    "EQUALITY_MODES",
     "MAX_SEQUENCE",
     "BudgetExceeded",
-    "Equality",
     "bounded_repr",
     "contains",
     "equal",
@@ -46,8 +46,6 @@ __all__ = [
     "strict_equal",
 ]
 
-Equality = Literal["python", "strict"]
-EQUALITY_MODES: tuple[str, ...] = ("python", "strict")
 
 COMPUTE_INT_BITS = 1 << 18  # widest int an expression may compute (twice the wire's MAX_INT_BITS)
 MAX_SEQUENCE = 10_000_000  # longest str/bytes/list/range an expression may build
@@ -170,7 +168,7 @@ def _strict(actual: Any, expected: Any, tolerance: float | None, depth: int) -> 
 
 def equal(mode: str, actual: Any, expected: Any, tolerance: float | None = None) -> bool:
     """:func:`python_equal` or :func:`strict_equal`, by ``mode``."""
-    if mode == "strict":
+    if mode == Equality.STRICT:
         return strict_equal(actual, expected, tolerance)
     return python_equal(actual, expected, tolerance)
 
@@ -178,11 +176,11 @@ def equal(mode: str, actual: Any, expected: Any, tolerance: float | None = None)
 def contains(mode: str, item: Any, container: Any, tolerance: float | None = None) -> bool:
     """``item in container`` under the equality ``mode`` (members compared with :func:`equal`)."""
     if type(container) in (str, bytes):
-        if mode == "strict" and type(item) is not type(container):
+        if mode == Equality.STRICT and type(item) is not type(container):
             return False
         return item in container
     if type(container) is range:
-        if type(item) is int or (mode == "python" and type(item) is bool):
+        if type(item) is int or (mode == Equality.PYTHON and type(item) is bool):
             return item in container
         if len(container) > MAX_SEQUENCE:
             raise BudgetExceeded(f"'in' over a range of more than {MAX_SEQUENCE} items")
@@ -190,7 +188,7 @@ def contains(mode: str, item: Any, container: Any, tolerance: float | None = Non
         container = list(container)
     if type(container) not in (list, tuple, set, frozenset, range, collections.deque):
         raise TypeError(f"'in' needs a plain container, got {type(container).__name__}")
-    if mode == "python" and tolerance is None and type(container) in (set, frozenset):
+    if mode == Equality.PYTHON and tolerance is None and type(container) in (set, frozenset):
         try:
             return item in container
         except TypeError:  # an unhashable item: compare one by one

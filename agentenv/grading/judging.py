@@ -1,0 +1,310 @@
+"""Judging: the frames a run sent back, and its plan, turned into a :class:`RunResult`.
+
+:func:`judge` decides every verdict on the trusted side, in a process where no candidate code
+ran: a decomposed assertion is evaluated here on the values the child returned (rebuilt by
+:func:`agentenv.sandbox._wire.decode_value`), restricted to trusted builtins and compared and
+computed on under the budgets of :mod:`agentenv.grading.values`; a stdio case's output is
+compared here with the expected output, which never left this process; a judge-process check's
+verdict is read from the judge process's own frames, never from the candidate's. Frame keys and
+kinds come from :mod:`agentenv.sandbox._schema`. Whatever the frames hold, :func:`judge`
+returns: an error while judging one check fails that check with the error's message.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agentenv.grading.plan import (
+    _CALL,
+    _COMPUTE,
+    _EQ,
+    _IN,
+    _OP,
+    _PRIVATE,
+    _SAFE_BUILTINS,
+    _V,
+    CheckPlan,
+    Plan,
+)
+from agentenv.grading.result import Failure, FailureKind, RunResult
+from agentenv.grading.values import (
+    BudgetExceeded,
+    bounded_repr,
+    contains,
+    equal,
+    guarded_binop,
+    guarded_call,
+)
+from agentenv.sandbox import _schema as schema
+from agentenv.sandbox._wire import DecodeBudget, ValueBudget, decode_value
+from agentenv.tasks.schema import StdioCase
+
+__all__ = ["judge", "normalise_stdout"]
+
+def normalise_stdout(text: str) -> str:
+    """Output as a judge compares it: line endings unified, trailing spaces and final newlines gone."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return "\n".join(line.rstrip() for line in lines).rstrip("\n")
+
+
+def _clip(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _short_repr(value: Any) -> str:
+    return bounded_repr(value, 120)
+
+
+def _describe_error(exc: BaseException) -> str:
+    """``TypeName: message`` of an error raised while judging, bounded; never raises."""
+    try:
+        text = str(exc)
+    except Exception:
+        text = ""
+    name = type(exc).__name__
+    return _clip(f"{name}: {text}" if text else name, 300)
+
+
+class _Missing(Exception):
+    """A call's value never arrived (the child died or ran out of time first)."""
+
+
+class _CallFailed(Exception):
+    """A call raised in the child, or returned something that is not plain data."""
+
+    def __init__(self, kind: str, message: str, j: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.j = j
+
+
+def judge(
+    plan: Plan,
+    frames: Sequence[Mapping[str, Any]],
+    *,
+    timed_out: bool,
+    isolation: str,
+    exec_seconds: float = 0.0,
+    stdout: str = "",
+    stderr: str = "",
+    float_tolerance: float | None = None,
+    died: str | None = None,
+    equality: str = "python",
+    capped: int | None = None,
+    judge_frames: Sequence[Mapping[str, Any]] = (),
+    judge_died: str | None = None,
+) -> RunResult:
+    """Turn the frames that came back into a RunResult.
+
+    ``frames`` are the candidate process's (values, stdio output, whether it loaded): every
+    verdict on them is decided here. ``judge_frames`` are the judge process's verdicts on the
+    ``judge`` checks, the only frames a verdict is taken from. ``died``/``judge_died`` say how
+    a process ended when it did not finish (a signal, a limit), for the ``no_result`` messages;
+    ``capped`` is the result channel's byte cap when the run's results reached it (checks that
+    never reported then say so). ``equality`` is ``"python"`` or ``"strict"`` (see
+    :mod:`agentenv.grading.values`). Exit codes are never consulted. Whatever the frames hold, this
+    returns: an error while judging one check fails that check with the error's message.
+    """
+    load: Mapping[str, Any] | None = None
+    stdio: dict[int, Mapping[str, Any]] = {}
+    calls: dict[tuple[int, int], Mapping[str, Any]] = {}
+    for frame in frames:
+        kind, index = frame.get(schema.TYPE), frame.get(schema.INDEX)
+        if kind == schema.LOAD:
+            if load is None:
+                load = frame
+        elif type(index) is not int:
+            continue
+        elif kind == schema.STDIO:
+            stdio.setdefault(index, frame)
+        elif kind == schema.CALL and type(frame.get(schema.CALL_INDEX)) is int:
+            calls.setdefault((index, frame[schema.CALL_INDEX]), frame)
+    verdicts: dict[int, Mapping[str, Any]] = {}
+    judge_setup: Mapping[str, Any] | None = None
+    for frame in judge_frames:
+        if frame.get(schema.TYPE) == schema.CHECK and type(frame.get(schema.INDEX)) is int:
+            verdicts.setdefault(frame[schema.INDEX], frame)
+        elif frame.get(schema.TYPE) == schema.SETUP and judge_setup is None:
+            judge_setup = frame
+
+    def missing(cp: CheckPlan) -> Failure:
+        if timed_out:
+            return Failure(cp.index, cp.text, "timeout",
+                           "the time limit was reached before this check finished")
+        if cp.mode == "judge":
+            why = f" ({judge_died})" if judge_died else ""
+            return Failure(cp.index, cp.text, "no_result",
+                           f"the judge process ended before reporting this check{why}")
+        if capped is not None:
+            return Failure(cp.index, cp.text, "no_result",
+                           f"this check's result did not arrive: the run's results reached "
+                           f"Limits.max_result_bytes ({capped:,} bytes)")
+        why = f" ({died})" if died else ""
+        return Failure(cp.index, cp.text, "no_result",
+                       f"the candidate's process ended before reporting this check{why}")
+
+    failures: list[Failure] = []
+    passed: list[int] = []
+    for cp in plan.checks:
+        failure: Failure | None
+        try:
+            failure = _judge_one(cp, load, verdicts, judge_setup, stdio, calls, float_tolerance,
+                                 equality, missing)
+        except Exception as exc:  # a fault of the judge on this value: that check fails, no more
+            failure = _failure(cp, "exception", f"the judge could not evaluate this check "
+                                                f"({_describe_error(exc)})")
+        if failure is None:
+            passed.append(cp.index)
+        else:
+            failures.append(failure)
+    return RunResult.from_counts(
+        len(passed), len(plan.checks), timed_out=timed_out, failures=tuple(failures),
+        isolation=isolation, graded_in_child=0, exec_seconds=exec_seconds,
+        stdout=stdout, stderr=stderr, passed_indices=tuple(passed),
+    )
+
+
+def _judge_one(cp: CheckPlan, load: Mapping[str, Any] | None,
+               verdicts: Mapping[int, Mapping[str, Any]], judge_setup: Mapping[str, Any] | None,
+               stdio: Mapping[int, Mapping[str, Any]],
+               calls: Mapping[tuple[int, int], Mapping[str, Any]], float_tolerance: float | None,
+               equality: str, missing: Any) -> Failure | None:
+    failure: Failure | None
+    if cp.mode == "stdio":
+        failure = _judge_stdio(cp, stdio.get(cp.index), missing)
+    elif load is None:
+        failure = missing(cp)
+    elif load.get(schema.OK) is not True:
+        failure = _failure(cp, _kind(load.get(schema.KIND)), str(load.get(schema.MESSAGE, "")))
+    elif cp.mode == "judge":  # the judge process's verdict, or its setup's failure
+        reported = verdicts.get(cp.index, judge_setup)
+        if reported is None:
+            failure = missing(cp)
+        elif reported.get(schema.OK) is True and reported is not judge_setup:
+            failure = None
+        else:
+            kind = reported.get(schema.KIND)
+            failure = _failure(cp, "no_result" if kind == schema.NO_RESULT else _kind(kind),
+                               str(reported.get(schema.MESSAGE, "")))
+    else:
+        failure = _judge_trusted(cp, calls, float_tolerance, equality, missing)
+    return failure
+
+
+def _kind(value: Any) -> FailureKind:
+    return value if value in schema.RAISED else "exception"
+
+
+def _failure(cp: CheckPlan, kind: FailureKind, message: str) -> Failure:
+    message = message.strip()
+    if kind == "assertion" and message in ("", "AssertionError"):
+        message = "assertion failed"
+    return Failure(cp.index, cp.text, kind, _clip(message, 500))
+
+
+def _decode_value(data: Any, budget: Any) -> Any:
+    """A call's value from its frame bytes; over a wire budget it is a failed call naming it."""
+    try:
+        return decode_value(data, budget)
+    except ValueBudget as exc:
+        raise _CallFailed("budget", str(exc)) from None
+
+
+def _private(name: str) -> Any:
+    raise BudgetExceeded(f"the check's trusted part may not use private attributes ({name})")
+
+
+def _judge_trusted(cp: CheckPlan, calls: Mapping[tuple[int, int], Mapping[str, Any]],
+                   tolerance: float | None, equality: str, missing: Any) -> Failure | None:
+    values: dict[int, Any] = {}
+    budget = DecodeBudget()  # the values of one check are alive together: they share one budget
+
+    def value(j: int) -> Any:
+        if j in values:
+            return values[j]
+        frame = calls.get((cp.index, j))
+        if frame is None:
+            raise _Missing
+        if schema.VALUE not in frame:
+            if frame.get(schema.KIND) in (schema.NOT_PLAIN, schema.OVER_BUDGET):
+                raise _CallFailed(str(frame[schema.KIND]), str(frame.get(schema.MESSAGE, "object")), j)
+            raise _CallFailed(_kind(frame.get(schema.KIND)), str(frame.get(schema.MESSAGE, "")), j)
+        try:
+            values[j] = _decode_value(frame[schema.VALUE], budget)
+        except _CallFailed as exc:
+            exc.j = j
+            raise
+        except (ValueError, TypeError, OverflowError, RecursionError, MemoryError):
+            raise _CallFailed("malformed", "its result arrived malformed", j) from None
+        return values[j]
+
+    namespace = {
+        "__builtins__": _SAFE_BUILTINS, "math": math, _V: value,
+        _EQ: lambda a, e: equal(equality, a, e, tolerance),
+        _IN: lambda a, c: contains(equality, a, c, tolerance),
+        _OP: lambda symbol, a, b: guarded_binop(symbol, a, b, _COMPUTE[symbol]),
+        _CALL: guarded_call, _PRIVATE: _private,
+    }
+    assert cp.program is not None
+    try:
+        ok = bool(eval(cp.program, namespace))
+    except _Missing:
+        return missing(cp)
+    except _CallFailed as exc:
+        j = exc.j if exc.j is not None else _failing_call(cp, calls)
+        call = cp.calls[j] if j is not None else "the call"
+        if exc.kind == schema.NOT_PLAIN:
+            expected = _expected_type(cp, j, namespace)
+            wanted = f", expected {expected}" if expected else " (only plain data is accepted)"
+            return _failure(cp, "assertion", f"{_clip(call, 80)} returned a {exc}{wanted}")
+        if exc.kind == schema.OVER_BUDGET:
+            return _failure(cp, "assertion",
+                            f"{_clip(call, 80)} returned a value over the judge's budget: {exc}")
+        if exc.kind == "malformed":
+            return _failure(cp, "exception", f"the result of {_clip(call, 80)} arrived malformed")
+        return _failure(cp, "exception" if exc.kind == "assertion" else _kind(exc.kind),
+                        f"{_clip(call, 80)} raised {exc}")
+    except BudgetExceeded as exc:
+        return _failure(cp, "assertion", f"over the judge's budget: {_clip(str(exc), 300)}")
+    except Exception as exc:  # the trusted expression failed on the returned values
+        return _failure(cp, "exception", _describe_error(exc))
+    if ok:
+        return None
+    got = "; ".join(f"{_clip(cp.calls[j], 60)} returned {_short_repr(v)}"
+                    for j, v in sorted(values.items()))
+    return _failure(cp, "assertion", got or "assertion failed")
+
+
+def _failing_call(cp: CheckPlan, calls: Mapping[tuple[int, int], Mapping[str, Any]]) -> int | None:
+    for j in range(len(cp.calls)):
+        frame = calls.get((cp.index, j))
+        if frame is not None and schema.VALUE not in frame:
+            return j
+    return None
+
+
+def _expected_type(cp: CheckPlan, j: int | None, namespace: dict[str, Any]) -> str | None:
+    for index, code in cp.expected_types:
+        if index == j:
+            try:
+                return type(eval(code, namespace)).__name__
+            except Exception:
+                return None
+    return None
+
+
+def _judge_stdio(cp: CheckPlan, frame: Mapping[str, Any] | None, missing: Any) -> Failure | None:
+    assert isinstance(cp.check, StdioCase)
+    if frame is None:
+        return missing(cp)
+    out = frame.get(schema.OUT)
+    if type(out) is not str:
+        return _failure(cp, "exception", "the program's output did not arrive")
+    if frame.get(schema.KIND):
+        return _failure(cp, _kind(frame[schema.KIND]), str(frame.get(schema.MESSAGE, "")))
+    if normalise_stdout(out) == normalise_stdout(cp.check.expected_stdout):
+        return None
+    return _failure(cp, "assertion",
+                    f"expected stdout {_clip(cp.check.expected_stdout)!r}, got {_clip(out)!r}")

@@ -1,0 +1,338 @@
+"""Planning: for each check, what the sandboxed child computes and where the verdict is made.
+
+:func:`plan_checks` turns a task's checks into a :class:`Plan`: for each check its mode
+(``trusted``: an ``assert`` decomposed with :mod:`ast` into the calls into the candidate it
+makes; ``stdio``; ``judge``: anything else, run by the judge process), the job items the
+candidate's process is sent (keys from :mod:`agentenv.sandbox._schema`) and the checks the
+judge process runs. How the three modes are graded is told in :mod:`agentenv.grading`; the
+verdicts themselves are made in :mod:`agentenv.grading.judging`, which evaluates the rewritten
+assertions this module compiles.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import functools
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import CodeType
+from typing import Any, Literal
+
+from agentenv.sandbox import _schema as schema
+from agentenv.tasks.schema import Check, StdioCase
+
+__all__ = ["TRUSTED_NAMES", "CheckPlan", "Plan", "plan_checks"]
+
+Mode = Literal["trusted", "judge", "stdio"]
+
+# Names an assertion may use on the trusted side. Everything else is the candidate's (or the
+# task setup's) and has to be computed in the child.
+_TRUSTED_BUILTINS = (
+    "abs", "all", "any", "bin", "bool", "bytes", "chr", "dict", "divmod", "enumerate", "filter",
+    "float", "frozenset", "hex", "int", "isinstance", "len", "list", "map", "max", "min", "oct",
+    "ord", "pow", "range", "repr", "reversed", "round", "set", "slice", "sorted", "str", "sum",
+    "tuple", "type", "zip",
+)
+TRUSTED_NAMES = frozenset((*_TRUSTED_BUILTINS, "math"))
+_SAFE_BUILTINS = {name: getattr(builtins, name) for name in _TRUSTED_BUILTINS}
+
+# Nodes that bind names or suspend evaluation: a call under one of them cannot be shipped alone.
+_SCOPED = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.NamedExpr,
+           ast.Await, ast.Yield, ast.YieldFrom)
+
+_V, _EQ, _IN = "_agentenv_value", "_agentenv_equal", "_agentenv_contains"
+_OP, _CALL, _PRIVATE = "_agentenv_op", "_agentenv_call", "_agentenv_private"
+_OPERATORS: dict[type[ast.operator], tuple[str, Any]] = {
+    ast.Add: ("+", operator.add), ast.Sub: ("-", operator.sub), ast.Mult: ("*", operator.mul),
+    ast.Div: ("/", operator.truediv), ast.FloorDiv: ("//", operator.floordiv),
+    ast.Mod: ("%", operator.mod), ast.Pow: ("**", operator.pow),
+    ast.LShift: ("<<", operator.lshift), ast.RShift: (">>", operator.rshift),
+    ast.BitOr: ("|", operator.or_), ast.BitXor: ("^", operator.xor),
+    ast.BitAnd: ("&", operator.and_), ast.MatMult: ("@", operator.matmul),
+}
+_COMPUTE = {symbol: fn for symbol, fn in _OPERATORS.values()}
+
+
+@dataclass(frozen=True)
+class CheckPlan:
+    """How one check is graded: where the verdict is made and what the child must compute.
+
+    For ``trusted`` checks, ``calls`` are the call expressions the child evaluates (source
+    text), ``program`` is the assertion rewritten to read those values, and ``expected_types``
+    maps a call to the trusted operand it is compared against with ``==`` (for messages).
+    """
+
+    index: int
+    check: Check
+    mode: Mode
+    calls: tuple[str, ...] = ()
+    program: CodeType | None = None
+    expected_types: tuple[tuple[int, CodeType], ...] = ()
+
+    @property
+    def text(self) -> str:
+        return str(self.check)
+
+    def job_item(self) -> dict[str, Any]:
+        """What the child is sent for this check: never an expected value, never a judge check."""
+        if isinstance(self.check, StdioCase):
+            return {schema.ITEM_INDEX: self.index, schema.ITEM_KIND: schema.ITEM_STDIO,
+                    schema.STDIN: self.check.stdin}
+        if self.mode != "trusted":
+            raise ValueError(f"check {self.index} is run by the judge process, not the child")
+        return {schema.ITEM_INDEX: self.index, schema.ITEM_KIND: schema.ITEM_CALLS,
+                schema.CALL_SOURCES: list(self.calls)}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The grading plan of a check list, in order."""
+
+    checks: tuple[CheckPlan, ...]
+
+    @property
+    def graded_in_judge(self) -> int:
+        """Checks the judge process grades (loops, several statements, setup helpers...)."""
+        return sum(1 for c in self.checks if c.mode == "judge")
+
+    @property
+    def needs_judge(self) -> bool:
+        return any(c.mode == "judge" for c in self.checks)
+
+    def job_items(self) -> list[dict[str, Any]]:
+        """The candidate process's items: calls to evaluate and stdio cases, nothing else."""
+        return [c.job_item() for c in self.checks if c.mode != "judge"]
+
+    def judge_items(self) -> list[dict[str, Any]]:
+        """The judge process's checks: index and source of each."""
+        return [{schema.ITEM_INDEX: c.index, schema.CHECK_SOURCE: str(c.check)}
+                for c in self.checks if c.mode == "judge"]
+
+
+def plan_checks(checks: Sequence[Check], *, setup_code: str = "") -> Plan:
+    """Decide, for each check, what the child computes and where the verdict is made.
+
+    ``setup_code`` is the task's setup: an assertion that calls a name it defines is left to the
+    judge process (see the module docstring).
+    """
+    helpers = _setup_names(setup_code)
+    plans = []
+    for index, check in enumerate(checks):
+        if not isinstance(check, (str, StdioCase)):
+            raise TypeError(f"check {index} must be a str or StdioCase, got {type(check).__name__}")
+        plans.append(_plan_one(index, check, helpers))
+    return Plan(tuple(plans))
+
+
+@functools.lru_cache(maxsize=256)
+def _setup_names(setup_code: str) -> frozenset[str]:
+    """The names the setup code binds at module level (functions, classes, imports, variables)."""
+    if not setup_code.strip():
+        return frozenset()
+    try:
+        tree = ast.parse(setup_code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return frozenset()  # the child reports the setup's syntax error for every check
+    names: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            return  # a body's own names are not the module's
+        if isinstance(node, ast.Lambda):
+            return
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    try:
+        visit(tree)
+    except RecursionError:
+        return frozenset()
+    return frozenset(names)
+
+
+@functools.lru_cache(maxsize=8192)
+def _plan_one(index: int, check: Check, helpers: frozenset[str] = frozenset()) -> CheckPlan:
+    if isinstance(check, StdioCase):
+        return CheckPlan(index, check, "stdio")
+    decomposed = _decompose(check, helpers)
+    if decomposed is None:
+        return CheckPlan(index, check, "judge")
+    calls, program, expected = decomposed
+    return CheckPlan(index, check, "trusted", calls, program, expected)
+
+
+class _Decomposer(ast.NodeTransformer):
+    """Replaces each call into untrusted code by ``_agentenv_value(j)`` and records its source.
+
+    A call that would make the child call a setup helper (``helpers``) is refused: its value
+    would come from helper code running after the candidate's.
+    """
+
+    def __init__(self, trusted: frozenset[str], helpers: frozenset[str] = frozenset()) -> None:
+        self.trusted = trusted
+        self.helpers = helpers
+        self.calls: list[str] = []
+        self.ok = True
+        self.result: ast.expr | None = None
+
+    def untrusted(self, node: ast.AST) -> bool:
+        return _untrusted_names(node, self.trusted)
+
+    def calls_helper(self, node: ast.AST) -> bool:
+        return isinstance(node, ast.Call) and any(
+            isinstance(n, ast.Name) and n.id in self.helpers for n in ast.walk(node.func))
+
+    def visit(self, node: ast.AST) -> Any:
+        if not self.ok:
+            return node
+        if isinstance(node, _SCOPED):
+            self.ok = False
+            return node
+        if isinstance(node, ast.expr) and not self.untrusted(node):
+            return node  # wholly trusted: evaluated here as written
+        if isinstance(node, ast.Call) and self.untrusted(node.func):
+            if any(isinstance(n, _SCOPED) or self.calls_helper(n) for n in ast.walk(node)):
+                self.ok = False
+                return node
+            self.calls.append(ast.unparse(node))
+            placeholder = ast.Call(func=ast.Name(_V, ast.Load()),
+                                   args=[ast.Constant(len(self.calls) - 1)], keywords=[])
+            return ast.copy_location(placeholder, node)
+        if isinstance(node, ast.Name):
+            self.ok = False  # a bare untrusted name (a variable, a function object)
+            return node
+        return self.generic_visit(node)
+
+
+def _untrusted_names(node: ast.AST, trusted: frozenset[str] = TRUSTED_NAMES) -> bool:
+    return any(isinstance(n, ast.Name) and n.id not in trusted and n.id != _V
+               for n in ast.walk(node))
+
+
+class _StrictComparisons(ast.NodeTransformer):
+    """Rewrites ``==``, ``!=``, ``in``, ``not in`` into calls of the strict comparison."""
+
+    def visit_Compare(self, node: ast.Compare) -> Any:
+        self.generic_visit(node)
+        operands = [node.left, *node.comparators]
+        parts: list[ast.expr] = []
+        for op, left, right in zip(node.ops, operands, operands[1:], strict=False):
+            part: ast.expr
+            if isinstance(op, (ast.Eq, ast.NotEq)):
+                part = ast.Call(ast.Name(_EQ, ast.Load()), [left, right], [])
+            elif isinstance(op, (ast.In, ast.NotIn)):
+                part = ast.Call(ast.Name(_IN, ast.Load()), [left, right], [])
+            else:
+                part = ast.Compare(left, [op], [right])
+            if isinstance(op, (ast.NotEq, ast.NotIn)):
+                part = ast.UnaryOp(ast.Not(), part)
+            parts.append(part)
+        result = parts[0] if len(parts) == 1 else ast.BoolOp(ast.And(), parts)
+        return ast.copy_location(result, node)
+
+
+class _Budgeted(ast.NodeTransformer):
+    """Routes every operator and call of the trusted expression through the budgets.
+
+    ``a ** b`` becomes ``_agentenv_op("**", a, b)``, ``f(x)`` becomes ``_agentenv_call(f, x)``
+    (see :func:`agentenv.grading.values.guarded_binop` / :func:`~agentenv.grading.values.guarded_call`), a
+    ``{*xs}`` display builds its set through ``set()``, and private attributes (``x.__pow__``)
+    are refused: they are a way around the operators' budgets and no honest check needs them.
+    """
+
+    def visit_BinOp(self, node: ast.BinOp) -> Any:
+        self.generic_visit(node)
+        symbol = _OPERATORS[type(node.op)][0]
+        call = ast.Call(ast.Name(_OP, ast.Load()), [ast.Constant(symbol), node.left, node.right], [])
+        return ast.copy_location(call, node)
+
+    def visit_Call(self, node: ast.Call) -> Any:
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id in (_V, _EQ, _IN):
+            return node
+        call = ast.Call(ast.Name(_CALL, ast.Load()), [node.func, *node.args], node.keywords)
+        return ast.copy_location(call, node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> Any:
+        self.generic_visit(node)
+        if not node.attr.startswith("_"):
+            return node
+        call = ast.Call(ast.Name(_PRIVATE, ast.Load()), [ast.Constant(node.attr)], [])
+        return ast.copy_location(call, node)
+
+    def visit_Set(self, node: ast.Set) -> Any:
+        self.generic_visit(node)
+        if not any(isinstance(e, ast.Starred) for e in node.elts):
+            return node
+        call = ast.Call(ast.Name(_CALL, ast.Load()),
+                        [ast.Name("set", ast.Load()), ast.List(node.elts, ast.Load())], [])
+        return ast.copy_location(call, node)
+
+
+def _decompose(source: str, helpers: frozenset[str] = frozenset(),
+               ) -> tuple[tuple[str, ...], CodeType, tuple[tuple[int, CodeType], ...]] | None:
+    try:
+        tree = ast.parse(source, mode="exec")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assert):
+        return None
+    original = tree.body[0].test
+    decomposer = _decomposer_for(original, TRUSTED_NAMES, helpers)
+    if decomposer is not None and not decomposer.calls:
+        # An assertion that, as written, never calls into the candidate can only be about a
+        # builtin name the candidate rebinds (MBPP 126 defines its own ``sum``): ask the child
+        # for those calls, when the assertion calls that one name and nothing else. With two
+        # (``all([sum(2, 3) == 6])``) nothing says which one the task is about, and a candidate
+        # that redefined ``all`` would decide the verdict: every builtin stays trusted. Checks
+        # that do call the candidate keep builtins trusted, so a candidate-defined ``abs`` or
+        # ``sorted`` cannot rewrite the verdict.
+        called = frozenset(n.func.id for n in ast.walk(original)
+                           if isinstance(n, ast.Call) and isinstance(n.func, ast.Name))
+        if len(called) == 1 and called <= TRUSTED_NAMES:
+            decomposer = _decomposer_for(ast.parse(source).body[0].test,  # type: ignore[attr-defined]
+                                         TRUSTED_NAMES - called, helpers)
+    if decomposer is None:
+        return None
+    test = decomposer.result
+    assert test is not None
+    test = ast.fix_missing_locations(_Budgeted().visit(test))  # the expected side is budgeted too
+    expected: list[tuple[int, CodeType]] = []
+    for node in ast.walk(test):
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+            pair = (node.left, node.comparators[0])
+            for this, other in (pair, pair[::-1]):
+                if _is_placeholder(this) and not any(_is_placeholder(n) for n in ast.walk(other)):
+                    index = this.args[0].value  # type: ignore[attr-defined]
+                    expected.append((index, compile(ast.Expression(other), "<expected>", "eval")))
+    rewritten = _StrictComparisons().visit(test)
+    module = ast.fix_missing_locations(ast.Expression(rewritten))
+    try:
+        program = compile(module, f"<check: {source[:60]}>", "eval", dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    return tuple(decomposer.calls), program, tuple(expected)
+
+
+def _decomposer_for(test: ast.expr, trusted: frozenset[str],
+                    helpers: frozenset[str] = frozenset()) -> _Decomposer | None:
+    """Run the decomposition; None when the assertion cannot be graded on the trusted side."""
+    decomposer = _Decomposer(trusted, helpers)
+    try:
+        decomposer.result = decomposer.visit(test)
+    except RecursionError:
+        return None
+    if not decomposer.ok or _untrusted_names(decomposer.result, trusted):
+        return None
+    return decomposer
+
+
+def _is_placeholder(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == _V)
