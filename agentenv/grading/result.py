@@ -47,7 +47,8 @@ class RunResult:
 
     ``passed``/``total``/``fraction`` count checks; ``fraction == passed / total`` (0.0 when
     there are no checks). ``timed_out`` is True when the wall-clock limit killed the run.
-    ``isolation`` names the isolation level that ran ("strict", "rlimits", ...).
+    ``isolation`` names the isolation level that ran (an :class:`agentenv.choices.IsolationLevel`
+    value: "strict" or "rlimits"; "none" for a result made without a run, e.g. no code).
     ``graded_in_child`` counts checks whose verdict came from the candidate's own process: always
     0 now that checks the trusted side cannot decompose go to a judge process (kept for records
     written before that).

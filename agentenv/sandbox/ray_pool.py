@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentenv.choices import IsolationLevel
 from agentenv.errors import ConfigError, MissingDependency, SandboxError
 from agentenv.log import get_logger
 from agentenv.sandbox._limits import Limits
@@ -122,7 +123,8 @@ class RayPool:
         """The weakest isolation level among the nodes' pools (``run_tests`` checks it)."""
         with self._lock:
             levels = {a.level for a in self._actors.values()}
-        return "rlimits" if "rlimits" in levels or not levels else "strict"
+        weakest = IsolationLevel.RLIMITS in levels or not levels
+        return IsolationLevel.RLIMITS.value if weakest else IsolationLevel.STRICT.value
 
     @property
     def nodes(self) -> list[str]:
