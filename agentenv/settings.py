@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-import urllib.request
 from collections.abc import Mapping
 
 __all__ = [
@@ -166,6 +165,8 @@ def hf_endpoint() -> str | None:
 def proxies() -> dict[str, str]:
     """The standard proxy variables (``HTTP_PROXY``, ``ALL_PROXY``, ``NO_PROXY``...) by scheme,
     as :mod:`urllib.request` reads them."""
+    import urllib.request  # here, not at the top: it costs every `import agentenv` about 7 ms
+
     return dict(urllib.request.getproxies_environment())
 
 

@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from sandbox_throughput import enable_human_eval_exec, human_eval_exec_enabled
+from human_eval_exec import enable_human_eval_exec, human_eval_exec_enabled
 
 from agentenv.integrations.trl import make_code_reward
 from agentenv.log import configure_logging

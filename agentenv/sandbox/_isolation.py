@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib.util
 import json
 import os
+import py_compile
 import shutil
 import subprocess
 import sys
@@ -147,8 +149,10 @@ def bwrap_command(bwrap: str, config_json: str,
     args += ["--tmpfs", INSIDE_WORKROOT]
     for name in SANDBOX_FILES:
         args += ["--ro-bind", str(SANDBOX_DIR / name), f"{INSIDE_DIR}/{name}"]
+    for name, pyc in compiled_sandbox_files().items():
+        args += ["--ro-bind", pyc, importlib.util.cache_from_source(f"{INSIDE_DIR}/{name}")]
     args += ["--chdir", INSIDE_WORKROOT, "--",
-             python, "-I", "-S", "-B", f"{INSIDE_DIR}/_worker.py", config_json]
+             *worker_argv(python, INSIDE_DIR, config_json)]
     if staged:
         args = [staged.get(arg, arg) if args[i - 1] == "--ro-bind" else arg
                 for i, arg in enumerate(args)]
@@ -179,6 +183,74 @@ def strict_command(bwrap: str, config_json: str, cgroup_procs: list[str]) -> lis
               "uid": SANDBOX_UID if root else os.getuid(),
               "gid": SANDBOX_UID if root else os.getgid()}
     return launch_command(config) + bwrap_command(bwrap, config_json, staged)
+
+
+# A script run as __main__ is always compiled from source; imported, ``_worker`` uses its
+# bytecode. argv is what running the script would give (its path first, then the config).
+_WORKER_BOOT = ("import sys; sys.path.append(sys.argv[1].rpartition('/')[0]); import _worker; "
+                "_worker.main(sys.argv[1:])")
+
+
+def worker_argv(python: str, directory: str, config_json: str) -> list[str]:
+    """The interpreter command that starts ``_worker`` from ``directory`` with its config."""
+    return [python, "-I", "-S", "-B", "-c", _WORKER_BOOT, f"{directory}/_worker.py", config_json]
+
+
+_pycs: dict[str, str] | None = None
+
+
+def compiled_sandbox_files() -> dict[str, str]:
+    """Each sandbox file's up-to-date bytecode on the host (name -> path), bound in next to it.
+
+    A worker starts with ``-B`` in a read-only tree, so without these it would compile its
+    modules from source on every start (about 20 ms of CPU each time). The package's own
+    ``__pycache__`` copy is used when it is current; otherwise they are compiled once per
+    process, into the package's ``__pycache__`` where Python itself would write them (unless
+    bytecode writing is off or the directory is read-only), else into a private directory
+    removed at exit. A file that cannot be compiled is left out: the worker compiles it itself.
+    """
+    global _pycs
+    with _lock:
+        if _pycs is None:
+            _pycs = {}
+            private: str | None = None
+            for name in SANDBOX_FILES:
+                source = str(SANDBOX_DIR / name)
+                cached = importlib.util.cache_from_source(source)
+                if _current(cached, source):
+                    _pycs[name] = cached
+                    continue
+                targets = [] if sys.dont_write_bytecode else [cached]
+                if private is None:
+                    private = tempfile.mkdtemp(prefix="agentenv-pyc-")
+                    os.chmod(private, 0o755)  # the sandbox uid reads it
+                    atexit.register(shutil.rmtree, private, True)
+                targets.append(os.path.join(private, os.path.basename(cached)))
+                for target in targets:
+                    try:
+                        py_compile.compile(source, cfile=target, doraise=True,
+                                           invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+                        os.chmod(target, 0o644)
+                    except (OSError, py_compile.PyCompileError):
+                        continue
+                    if _current(target, source):
+                        _pycs[name] = target
+                        break
+        return dict(_pycs)
+
+
+def _current(pyc: str, source: str) -> bool:
+    """Is ``pyc`` timestamp bytecode of this interpreter for ``source`` as it is now?"""
+    try:
+        with open(pyc, "rb") as handle:
+            header = handle.read(16)
+        stat = os.stat(source)
+    except OSError:
+        return False
+    return (len(header) == 16 and header[:4] == importlib.util.MAGIC_NUMBER
+            and int.from_bytes(header[4:8], "little") == 0
+            and int.from_bytes(header[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF
+            and int.from_bytes(header[12:16], "little") == stat.st_size & 0xFFFFFFFF)
 
 
 _stage: str | None = None
@@ -238,7 +310,7 @@ def reachable_by(path: str, uid: int, gid: int) -> bool:
 
 def plain_command(config_json: str) -> list[str]:
     """The command that starts one rlimits-level (fallback) worker."""
-    return [python_executable(), "-I", "-S", "-B", str(SANDBOX_DIR / "_worker.py"), config_json]
+    return worker_argv(python_executable(), str(SANDBOX_DIR), config_json)
 
 
 def fallback_uid() -> tuple[int, int] | None:
