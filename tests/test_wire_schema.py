@@ -1,6 +1,7 @@
 """The wire schema (agentenv.sandbox._schema) is the one statement of what crosses the sandbox
-boundary: the sandbox-side modules spell frames with its names only, and every frame a real run
-sends carries only the keys and kinds it declares."""
+boundary: the sandbox-side modules spell frames with its names only, every frame a real run
+sends carries only the keys and kinds it declares, and jobs are written and read with exactly
+the keys it lists."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 import agentenv.grading.run as grading_run
 from agentenv.grading import run_tests
 from agentenv.grading.plan import plan_checks
-from agentenv.sandbox import SandboxPool, _schema
+from agentenv.sandbox import RawRun, SandboxPool, _schema
 from agentenv.sandbox._isolation import SANDBOX_DIR, SANDBOX_FILES
 from agentenv.tasks.schema import StdioCase
 
@@ -108,3 +109,56 @@ def test_every_frame_of_real_runs_is_declared_by_the_schema(pool: SandboxPool,
             assert frame[_schema.KIND] in _schema.KINDS, frame
     types = {frame[_schema.TYPE] for frame in seen}
     assert types == set(_schema.FRAMES), f"no frame of type {set(_schema.FRAMES) - types}"
+
+
+class _RecordingPool:
+    """A pool that records the jobs it is given and reports a run that sent nothing."""
+
+    level = "strict"
+    closed = False
+
+    def __init__(self) -> None:
+        self.jobs: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
+
+    def run(self, job: dict[str, Any], timeout: float, limits: Any,
+            judge: dict[str, Any] | None = None) -> RawRun:
+        self.jobs.append((job, judge))
+        return RawRun(result=b"", stdout="", stderr="", timed_out=False, seconds=0.0, died=None,
+                      isolation=self.level)
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_jobs_run_tests_writes_carry_exactly_the_declared_keys() -> None:
+    pool = _RecordingPool()
+    run_tests("def f(x):\n    return x\n", ["assert f(1) == 1", "for x in [1]: assert f(x) == x"],
+              pool=pool)
+    (job, judge), = pool.jobs
+    assert set(job) | {"workdir", "env"} == _schema.JOB  # the pool adds those two for its worker
+    assert judge is not None and set(judge) == _schema.JUDGE_JOB
+    assert judge["role"] == _schema.JUDGE_ROLE
+
+
+def _job_keys_read(name: str) -> set[str]:
+    """The string keys a sandbox-side module reads from a variable called ``job``."""
+    keys = set()
+    for node in ast.walk(ast.parse((SANDBOX_DIR / name).read_text(encoding="utf-8"))):
+        target = key = None
+        if isinstance(node, ast.Subscript):
+            target, key = node.value, node.slice
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+                and node.args:
+            target, key = node.func.value, node.args[0]
+        if isinstance(target, ast.Name) and target.id == "job" and isinstance(key, ast.Constant):
+            keys.add(key.value)
+    return keys
+
+
+@pytest.mark.parametrize(("name", "declared"), [("_runner.py", _schema.JOB),
+                                                ("_judge.py", _schema.JUDGE_JOB),
+                                                ("_worker.py", _schema.JOB | _schema.JUDGE_JOB)])
+def test_the_sandbox_side_reads_only_declared_job_keys(name: str, declared: frozenset[str]) -> None:
+    read = _job_keys_read(name)
+    assert read, f"{name} reads no job key: the scan no longer sees how it reads the job"
+    assert read <= declared, f"{name} reads undeclared job keys {read - declared}"

@@ -2,9 +2,9 @@
 
 Two agreements, each written by one side and read by the other:
 
-- **job items** (trusted side -> candidate process): what :mod:`agentenv.grading.plan` asks the
-  child to compute for each check, read by :mod:`_runner`; and the judge process's checks,
-  read by :mod:`_judge`;
+- **jobs and their items** (trusted side -> candidate process): the keys of a job, what
+  :mod:`agentenv.grading.plan` asks the child to compute for each check, read by :mod:`_runner`;
+  and the judge process's job and checks, read by :mod:`_judge`;
 - **result frames** (candidate or judge process -> trusted side): what :mod:`_runner` and
   :mod:`_judge` write on their result pipes (framed by :func:`_wire.encode_frame`), read by
   :func:`agentenv.grading.judging.judge`. Every frame is a map with its type under :data:`TYPE`;
@@ -38,7 +38,10 @@ __all__ = [
     "ITEM_INDEX",
     "ITEM_KIND",
     "ITEM_STDIO",
+    "JOB",
     "JUDGE_ITEM",
+    "JUDGE_JOB",
+    "JUDGE_ROLE",
     "KIND",
     "KINDS",
     "LOAD",
@@ -56,6 +59,16 @@ __all__ = [
     "TYPE",
     "VALUE",
 ]
+
+# ------------------------------------------------------------------ jobs (parent -> child)
+
+# A job is a JSON map; its keys are read where a run is set up (the worker) and run (the runner,
+# the judge process). They are listed here, and tests/test_wire_schema.py holds every writer and
+# reader of a job to these sets.
+JOB = frozenset(("nonce", "code", "setup", "prelude", "items", "limits", "max_value_bytes",
+                 "workdir", "env"))  # workdir, env: added by the pool for the worker that runs it
+JUDGE_JOB = frozenset(("role", "nonce", "setup", "prelude", "checks", "limits", "float_tolerance"))
+JUDGE_ROLE = "judge"  # a judge process's job says so under "role"
 
 # ------------------------------------------------------------------ job items (parent -> child)
 
