@@ -22,6 +22,7 @@ from agentenv.credit import turn_returns
 from agentenv.errors import EpisodeInterrupted, PolicyCallError, SandboxError, ServerUnavailable
 from agentenv.policies import OpenAIPolicy
 from agentenv.records import Trajectory, TurnRecord
+from agentenv.report.runs import load_run
 from agentenv.rollout import RolloutConfig, make_env, read_trajectories, run_rollouts
 from agentenv.rollout import execute as execute_module
 from agentenv.rollout.execute import EnvPool, run_spec
@@ -225,6 +226,9 @@ def test_a_transient_failure_of_one_episode_keeps_its_turns_and_the_run_goes_on(
         assert first.stopped is None and [e.episode_id for e in first.errors] == ["plus#0"]
         assert [(t.episode_id, len(t.turns)) for t in first.partial] == [("plus#0", 1)]
         assert first.summary["episodes"] == 2 and first.summary["partial"][0]["turns"] == 1
+        # Reports read finished episodes only; the partial one is there when asked for.
+        assert [t.episode_id for t in load_run(tmp_path)] == ["minus#0", "times#0"]
+        assert [t.episode_id for t in load_run(tmp_path, partial=True)] == ["plus#0", "minus#0", "times#0"]
         again = run_rollouts(TASKS, policy, CONFIG, tmp_path)
     assert again.continued == 1 and again.summary["episodes"] == 3 and not again.partial
     plus = next(t for t in again.trajectories if t.episode_id == "plus#0")
