@@ -495,8 +495,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             prior, partial = _resumed_rewards(out, tasks, args)
             state["n"], state["reward"] = len(prior), math.fsum(prior)
             if (done or partial) and not quiet:
-                more = (f"; continuing {_plural(partial, 'partial episode')} from its last graded turn"
-                        if partial else "")
+                more = (f"; continuing {_plural(partial, 'partial episode')} from "
+                        f"{'its' if partial == 1 else 'their'} last graded turn" if partial else "")
                 err.print(f"resuming: {done} of {total} episodes already in {out}{more}")
         mean = f"{state['reward'] / state['n']:.3f}" if state["n"] else "-"
         progress.update(bar, total=total, completed=done, reward=mean)
