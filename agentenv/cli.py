@@ -526,13 +526,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
                  f"{run_info['seconds']:.1f}s; wrote {out / 'trajectories.jsonl'} and "
                  f"{out / 'summary.json'}")
     stdout.print(f"next: agentenv report {out}   (HTML report and a browser of every episode)")
-    kept = ""
+    kept = ""  # partial episodes: stopped midway, their graded turns saved, not in the table
     if result.partial:
         graded = sum(len(t.turns) for t in result.partial)
-        kept = (f" and {_plural(len(result.partial), 'partial episode')} ({_plural(graded, 'graded turn')}, "
+        kept = (f"{_plural(len(result.partial), 'partial episode')} ({_plural(graded, 'graded turn')}, "
                 "not in the table)")
     if result.stopped:
-        err.print(f"stopped: {result.stopped}; {len(result.trajectories)} finished episode(s){kept} are "
+        err.print(f"stopped: {result.stopped}; {len(result.trajectories)} finished episode(s)"
+                  f"{' and ' + kept if kept else ''} are "
                   f"saved in {out}; once the server answers again, run the same command with "
                   f"--out {out} to resume (partial episodes go on from their last graded turn)",
                   markup=False)
@@ -542,8 +543,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
                   "outgrew the model's context; cap it with --token-budget", markup=False)
     if result.errors:
         err.print(f"{len(result.errors)} episode(s) failed (first: {result.errors[0].episode_id}: "
-                  f"{result.errors[0].error}){'; kept' + kept if kept else ''}; run the same command "
-                  "again to retry them")
+                  f"{result.errors[0].error}){'; saved ' + kept if kept else ''}; run the same command "
+                  "again to retry them (partial episodes go on from their last graded turn)")
         return EXIT_FAILURES
     return EXIT_OK
 

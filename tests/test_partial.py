@@ -365,3 +365,18 @@ def test_agentenv_run_keeps_partial_episodes_and_resume_continues_them(
     assert all([t["turn"] for t in r["turns"]] == [1, 2, 3] for r in final)
     continued = {r["episode_id"] for r in partial}
     assert all(r["metadata"].get("resumed_after_turns") == [1] for r in final if r["episode_id"] in continued)
+
+
+def test_a_ray_actor_returns_the_partial_record_and_its_cause_as_data(tmp_path: Path) -> None:
+    """The actor half of the Ray backend (a plain class, no cluster needed): an episode the
+    server stopped comes back as its partial record and the error, which the driver raises
+    again as EpisodeInterrupted."""
+    from agentenv.rollout.ray_backend import EpisodeActor
+
+    with ChatServer(Outage(healthy=1)) as server:
+        actor = EpisodeActor(TASKS, policy_for(server.url), CONFIG, slots=1)
+        spec = plan_episodes(TASKS, 1, 0)[0]
+        data = asyncio.run(actor.run(spec.to_dict()))
+    assert isinstance(data["cause"], ServerUnavailable)
+    partial = Trajectory.from_dict(data["interrupted"])
+    assert partial.partial and len(partial.turns) == 1 and partial.episode_id == spec.episode_id
