@@ -97,7 +97,8 @@ class PolicyCallError(PolicyError):
 
     Unlike its parent this is about one episode, not the configuration. ``transient`` says
     whether trying again later may help (the server was unreachable, timed out, answered 5xx or
-    kept rate-limiting): the runner then records the episode as failed and retries it on resume.
+    kept rate-limiting): the runner then records the episode as failed, keeps its graded turns
+    (a partial record) and continues it from there on resume.
     Otherwise the server rejected the request itself (a 400 such as a context-length error):
     the episode ends there with its graded turns kept and ``stop_reason`` (``"context_length"``
     or ``"policy_error"``), since asking again would fail again. ``status`` is the HTTP status,
@@ -129,8 +130,8 @@ def _rebuild_call_error(cls: type[PolicyCallError], message: str, status: int | 
 class ServerUnavailable(PolicyCallError):
     """The policy's server failed too many calls in a row (its circuit breaker is open).
 
-    Not about one episode: the runner stops the run, keeps what is finished and says how to
-    resume once the server is back.
+    Not about one episode: the runner stops the run, keeps what is finished and the graded turns
+    of the episodes in flight, and says how to resume once the server is back.
     """
 
     def __init__(self, message: str, **kwargs: object) -> None:
