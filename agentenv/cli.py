@@ -170,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "(timeouts, refused connections, 5xx), across episodes; 0: never "
                           f"(--policy openai; default: {settings.DEFAULT_BREAKER_FAILURES})")
     run.add_argument("--breaker-seconds", type=_nonneg_float, default=None, metavar="S",
-                     help="... and only once those failures span at least S seconds "
+                     help="and only once those --breaker-failures span at least S seconds "
                           f"(--policy openai; default: {settings.DEFAULT_BREAKER_SECONDS:g})")
     run.add_argument("--stream", action="store_true", help="stream answers (--policy openai)")
     run.add_argument("--return-tokens", action="store_true",
