@@ -83,6 +83,13 @@ def _nonneg_int(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    value = _nonneg_float(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
 def _nonneg_float(text: str) -> float:
     try:
         value = float(text)
@@ -159,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="sampling temperature for --policy openai (default: 0.2)")
     run.add_argument("--max-tokens", type=_positive_int, default=None,
                      help="cap on generated tokens per call for --policy openai")
-    run.add_argument("--policy-timeout", type=_nonneg_float, default=None,
+    run.add_argument("--policy-timeout", type=_positive_float, default=None,
                      help="seconds per model request for --policy openai "
                           f"(default: {settings.DEFAULT_POLICY_TIMEOUT:g})")
     run.add_argument("--max-retries", type=_nonneg_int, default=None,

@@ -208,6 +208,7 @@ def test_run_with_the_openai_policy_and_no_key_says_what_to_set(
     (["run", "--policy", "openai", "--breaker-failures", "two"], "--breaker-failures"),
     (["run", "--policy", "openai", "--breaker-seconds", "-1"], "--breaker-seconds"),
     (["run", "--policy", "openai", "--max-retries", "-2"], "--max-retries"),
+    (["run", "--policy", "openai", "--policy-timeout", "0"], "--policy-timeout"),
     (["tasks"], "list"),
     (["check", "missing.py", "--task", "add"], "missing.py"),
     (["report", "no_such_run"], "no_such_run"),
