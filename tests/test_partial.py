@@ -44,7 +44,9 @@ TASKS = [
     task("minus", "the difference", ["a + b", "b - a", "a - b"], ("assert minus(5, 3) == 2",)),
     task("times", "the product", ["a + b", "a - b", "a * b"], ("assert times(2, 3) == 6", "assert times(1, 1) == 1")),
 ]
-CONFIG = RolloutConfig(max_turns=3, concurrency=1)
+# A token budget that never binds here but is live: every request's max_tokens is what it
+# leaves, so a resumed episode that lost its count would ask for something else.
+CONFIG = RolloutConfig(max_turns=3, concurrency=1, token_budget=3000)
 
 
 @pytest.fixture
@@ -63,7 +65,8 @@ def one_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
 
 class Outage:
     """The scripted model, answering the first ``healthy`` chat requests and then 503 until
-    ``heal()``. Records every request's messages and whether it was answered."""
+    ``heal()``. Records every request (its messages, max_tokens and seed) and whether it was
+    answered."""
 
     def __init__(self, healthy: int | None = None) -> None:
         self.model = ScriptedModel(TASKS)
@@ -79,7 +82,8 @@ class Outage:
             return ChatReply("OK")
         with self._lock:
             ok = self.healthy is None or sum(1 for _, was in self.served if was) < self.healthy
-            self.served.append((json.dumps(body["messages"]), ok))
+            asked = {k: body.get(k) for k in ("messages", "max_tokens", "seed")}
+            self.served.append((json.dumps(asked, sort_keys=True), ok))
         return self.model(body) if ok else ChatReply("the model worker crashed", status=503)
 
     def answered(self) -> list[str]:
