@@ -384,3 +384,30 @@ def test_a_ray_actor_returns_the_partial_record_and_its_cause_as_data(tmp_path: 
     assert isinstance(data["cause"], ServerUnavailable)
     partial = Trajectory.from_dict(data["interrupted"])
     assert partial.partial and len(partial.turns) == 1 and partial.episode_id == spec.episode_id
+
+
+def test_the_store_keeps_one_record_per_episode_and_a_finished_one_wins(tmp_path: Path) -> None:
+    """Partial, then finished: the finished one stands; an older partial gives way to a newer
+    one; a partial written after a finished one never replaces it; sorting the file leaves
+    exactly those lines."""
+    from agentenv.rollout.store import RunStore, latest_records
+
+    def record(episode_id: str, stop_reason: str | None, turns: int) -> Trajectory:
+        t = Trajectory(task_name="plus", episode_id=episode_id, stop_reason=stop_reason)
+        t.turns.extend(TurnRecord(turn=i, response_text="", code="", code_hash="", outcome="no_code", passed=0,
+                                  total=1, fraction=0.0, reward=0.0, delta=0.0) for i in range(1, turns + 1))
+        return t
+
+    written = [record("a", "server_unavailable", 1), record("b", "interrupted", 1), record("a", "max_turns", 3),
+               record("b", "server_unavailable", 2), record("c", "solved", 1), record("c", "interrupted", 1)]
+    kept = latest_records(written)
+    assert [(t.episode_id, t.stop_reason, len(t.turns)) for t in kept] == \
+        [("a", "max_turns", 3), ("b", "server_unavailable", 2), ("c", "solved", 1)]
+    with RunStore(tmp_path) as store:
+        store.open({}, {})
+        for t in written:
+            store.append(t)
+    store.sort_episodes({"c": 0, "b": 1, "a": 2})
+    assert [(r["episode_id"], r["stop_reason"]) for r in lines(tmp_path)] == \
+        [("c", "solved"), ("b", "server_unavailable"), ("a", "max_turns")]
+    assert [t.episode_id for t in read_trajectories(tmp_path)] == ["c", "a"]

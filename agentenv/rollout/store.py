@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -85,22 +85,30 @@ def _parse_lines(path: Path) -> tuple[list[Trajectory], int | None]:
     return out, None
 
 
-def latest_records(trajectories: Iterable[Trajectory]) -> list[Trajectory]:
-    """One record per episode id, in the order the ids first appear: the last finished record
-    of each, else (it is still to be continued) its last partial one. Records without an id
-    are all kept, in place."""
-    chosen: dict[str, Trajectory] = {}
-    slots: list[str | Trajectory] = []
-    for t in trajectories:
-        if t.episode_id is None:
-            slots.append(t)
+def _standing(keys: Sequence[tuple[str | None, bool]]) -> dict[str, int]:
+    """Given (episode id, partial?) of each record in file order: the index of the record that
+    stands for each episode, its last finished one, else (still to be continued) its last
+    partial one. A finished record is never superseded by a partial one."""
+    kept: dict[str, int] = {}
+    for i, (episode_id, partial) in enumerate(keys):
+        if episode_id is None or (partial and episode_id in kept and not keys[kept[episode_id]][1]):
             continue
-        if t.episode_id not in chosen:
-            slots.append(t.episode_id)
-        elif t.partial and not chosen[t.episode_id].partial:
-            continue  # a finished record is never superseded by a partial one
-        chosen[t.episode_id] = t
-    return [chosen[x] if isinstance(x, str) else x for x in slots]
+        kept[episode_id] = i
+    return kept
+
+
+def latest_records(trajectories: Iterable[Trajectory]) -> list[Trajectory]:
+    """One record per episode id (see :func:`_standing`), where the id first appears; records
+    without an id are all kept, in place."""
+    items = list(trajectories)
+    keys = [(t.episode_id, t.partial) for t in items]
+    kept = _standing(keys)
+    first: dict[str, int] = {}
+    for i, (episode_id, _) in enumerate(keys):
+        if episode_id is not None:
+            first.setdefault(episode_id, i)
+    return [items[i] if episode_id is None else items[kept[episode_id]]
+            for i, (episode_id, _) in enumerate(keys) if episode_id is None or first[episode_id] == i]
 
 
 def read_trajectories(path: str | Path, *, partial: bool = False) -> list[Trajectory]:
@@ -188,10 +196,7 @@ class RunStore:
                              data.get("stop_reason") in PARTIAL_STOP_REASONS))
             except (ValueError, AttributeError):
                 keys.append((None, False))
-        kept: dict[str, int] = {}  # episode id -> the index of its line to keep
-        for i, (episode_id, partial) in enumerate(keys):
-            if episode_id is not None and not (partial and episode_id in kept and not keys[kept[episode_id]][1]):
-                kept[episode_id] = i
+        kept = _standing(keys)
         survivors = [(i, line) for i, line in enumerate(lines)
                      if (episode_id := keys[i][0]) is None or kept[episode_id] == i]
 
