@@ -257,7 +257,9 @@ def test_a_cancelled_run_keeps_the_graded_turns_of_the_episodes_in_flight(tmp_pa
             from agentenv.rollout import arun_rollouts
 
             run = asyncio.ensure_future(arun_rollouts(TASKS, policy, RolloutConfig(max_turns=3), tmp_path))
+            deadline = asyncio.get_running_loop().time() + 60  # hang guard
             while sum(1 for r in server.chat_requests if len(r.messages) > 2) < len(TASKS):
+                assert asyncio.get_running_loop().time() < deadline and not run.done()
                 await asyncio.sleep(0.02)
             run.cancel()
             with pytest.raises(asyncio.CancelledError):
