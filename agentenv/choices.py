@@ -163,7 +163,8 @@ class Outcome(StrEnum):
 
 
 class StopReason(StrEnum):
-    """Why an episode ended."""
+    """Why an episode ended, or (the last two) why it stopped before its end: a partial
+    episode, kept with its graded turns and continued by a resumed run."""
 
     SOLVED = "solved"
     MAX_TURNS = "max_turns"
@@ -171,6 +172,8 @@ class StopReason(StrEnum):
     SINGLE_STEP = "single_step"
     CONTEXT_LENGTH = "context_length"
     POLICY_ERROR = "policy_error"
+    SERVER_UNAVAILABLE = "server_unavailable"  # the model server stopped answering (partial)
+    INTERRUPTED = "interrupted"                # a sandbox fault or a cancelled run (partial)
 
 
 class PolicyKind(StrEnum):

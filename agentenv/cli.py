@@ -81,6 +81,23 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _nonneg_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = _nonneg_float(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
 def _nonneg_float(text: str) -> float:
     try:
         value = float(text)
@@ -157,10 +174,19 @@ def build_parser() -> argparse.ArgumentParser:
                      help="sampling temperature for --policy openai (default: 0.2)")
     run.add_argument("--max-tokens", type=_positive_int, default=None,
                      help="cap on generated tokens per call for --policy openai")
-    run.add_argument("--policy-timeout", type=_nonneg_float, default=None,
-                     help="seconds per model request for --policy openai (default: 60)")
-    run.add_argument("--max-retries", type=int, default=None,
-                     help="retries of a failed model request for --policy openai (default: 3)")
+    run.add_argument("--policy-timeout", type=_positive_float, default=None,
+                     help="seconds per model request for --policy openai "
+                          f"(default: {settings.DEFAULT_POLICY_TIMEOUT:g})")
+    run.add_argument("--max-retries", type=_nonneg_int, default=None,
+                     help="retries of a failed model request for --policy openai "
+                          f"(default: {settings.DEFAULT_MAX_RETRIES})")
+    run.add_argument("--breaker-failures", type=_nonneg_int, default=None, metavar="N",
+                     help="stop the run once N model requests in a row found the server down "
+                          "(timeouts, refused connections, 5xx), across episodes; 0: never "
+                          f"(--policy openai; default: {settings.DEFAULT_BREAKER_FAILURES})")
+    run.add_argument("--breaker-seconds", type=_nonneg_float, default=None, metavar="S",
+                     help="and only once those --breaker-failures span at least S seconds "
+                          f"(--policy openai; default: {settings.DEFAULT_BREAKER_SECONDS:g})")
     run.add_argument("--stream", action="store_true", help="stream answers (--policy openai)")
     run.add_argument("--return-tokens", action="store_true",
                      help="ask a vLLM-style server for token ids and logprobs (--policy openai), "
@@ -269,7 +295,8 @@ def _plural(n: int, noun: str) -> str:
 
 _OPENAI_ONLY = (("--model", "model"), ("--base-url", "base_url"), ("--temperature", "temperature"),
                 ("--max-tokens", "max_tokens"), ("--policy-timeout", "policy_timeout"),
-                ("--max-retries", "max_retries"), ("--stream", "stream"),
+                ("--max-retries", "max_retries"), ("--breaker-failures", "breaker_failures"),
+                ("--breaker-seconds", "breaker_seconds"), ("--stream", "stream"),
                 ("--return-tokens", "return_tokens"))
 
 
@@ -346,7 +373,8 @@ def _make_run_policy(args: argparse.Namespace, tasks: list[Any]) -> Any:
         if args.base_url:
             options["base_url"] = args.base_url
         for flag, key in (("max_tokens", "max_tokens"), ("policy_timeout", "timeout"),
-                          ("max_retries", "max_retries")):
+                          ("max_retries", "max_retries"), ("breaker_failures", "breaker_threshold"),
+                          ("breaker_seconds", "breaker_seconds")):
             if getattr(args, flag) is not None:  # 0 retries is a choice, not a default
                 options[key] = getattr(args, flag)
         if args.stream:
@@ -407,14 +435,15 @@ def _column_notes(turns: int) -> str:
             "final conversation, every message once")
 
 
-def _resumed_rewards(out: Path, tasks: list[Any], args: argparse.Namespace) -> list[float]:
-    """Final rewards of the episodes of this run's plan already in ``out`` (for the progress bar)."""
+def _resumed_rewards(out: Path, tasks: list[Any], args: argparse.Namespace) -> tuple[list[float], int]:
+    """Final rewards of the episodes of this run's plan already finished in ``out`` (for the
+    progress bar), and how many more are partial there (to be continued)."""
     from agentenv.rollout.plan import plan_episodes
     from agentenv.rollout.store import read_trajectories
 
     wanted = {s.episode_id for s in plan_episodes(tasks, args.samples, args.seed)}
-    done = {t.episode_id: t.final_reward for t in read_trajectories(out) if t.episode_id in wanted}
-    return list(done.values())
+    stored = [t for t in read_trajectories(out, partial=True) if t.episode_id in wanted]
+    return [t.final_reward for t in stored if not t.partial], sum(1 for t in stored if t.partial)
 
 
 def _writable_dir(out: Path) -> None:
@@ -479,11 +508,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     state = {"n": 0, "reward": 0.0}
 
     def on_start(total: int, done: int) -> None:
-        if done:  # the bar's mean covers every finished episode, as the summary does
-            prior = _resumed_rewards(out, tasks, args)
+        if (out / "trajectories.jsonl").is_file():  # the bar's mean covers every finished episode, as the summary does
+            prior, partial = _resumed_rewards(out, tasks, args)
             state["n"], state["reward"] = len(prior), math.fsum(prior)
-            if not quiet:
-                err.print(f"resuming: {done} of {total} episodes already in {out}")
+            if (done or partial) and not quiet:
+                more = (f"; continuing {_plural(partial, 'partial episode')} from "
+                        f"{'its' if partial == 1 else 'their'} last graded turn" if partial else "")
+                err.print(f"resuming: {done} of {total} episodes already in {out}{more}")
         mean = f"{state['reward'] / state['n']:.3f}" if state["n"] else "-"
         progress.update(bar, total=total, completed=done, reward=mean)
         progress.start()  # only now: an error before the plan is known shows no empty bar
@@ -507,21 +538,30 @@ def _cmd_run(args: argparse.Namespace) -> int:
     stdout.print(_summary_table(summary, f"{args.policy} on {args.tasks} ({turns})"))
     stdout.print(_column_notes(1 if args.single_step else args.max_turns))
     run_info = summary["run"]
-    stdout.print(f"{_plural(run_info['ran'], 'episode')} run, {result.skipped} resumed, "
+    continued = f" ({result.continued} continued from a partial record)" if result.continued else ""
+    stdout.print(f"{_plural(run_info['ran'], 'episode')} run{continued}, {result.skipped} resumed, "
                  f"{run_info['seconds']:.1f}s; wrote {out / 'trajectories.jsonl'} and "
                  f"{out / 'summary.json'}")
     stdout.print(f"next: agentenv report {out}   (HTML report and a browser of every episode)")
+    kept = ""  # partial episodes: stopped midway, their graded turns saved, not in the table
+    if result.partial:
+        graded = sum(len(t.turns) for t in result.partial)
+        kept = (f"{_plural(len(result.partial), 'partial episode')} ({_plural(graded, 'graded turn')}, "
+                "not in the table)")
     if result.stopped:
-        err.print(f"stopped: {result.stopped}; {len(result.trajectories)} finished episode(s) are "
+        err.print(f"stopped: {result.stopped}; {len(result.trajectories)} finished episode(s)"
+                  f"{' and ' + kept if kept else ''} are "
                   f"saved in {out}; once the server answers again, run the same command with "
-                  f"--out {out} to resume", markup=False)
+                  f"--out {out} to resume (partial episodes go on from their last graded turn)",
+                  markup=False)
         return EXIT_FAILURES
     if summary.get("stop_reasons", {}).get("context_length"):
         err.print(f"{summary['stop_reasons']['context_length']} episode(s) ended when the conversation "
                   "outgrew the model's context; cap it with --token-budget", markup=False)
     if result.errors:
         err.print(f"{len(result.errors)} episode(s) failed (first: {result.errors[0].episode_id}: "
-                  f"{result.errors[0].error}); run the same command again to retry them")
+                  f"{result.errors[0].error}){'; saved ' + kept if kept else ''}; run the same command "
+                  "again to retry them (partial episodes go on from their last graded turn)")
         return EXIT_FAILURES
     return EXIT_OK
 

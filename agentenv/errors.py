@@ -10,6 +10,8 @@
     │   └── PolicyCallError  one policy call failed after its retries (server errors, bad request)
     │       └── ServerUnavailable  the circuit breaker is open: the server stopped answering
     ├── ConfigError          a bad option value passed by a user or on the command line
+    │   └── SnapshotMismatch an episode snapshot taken under other env settings or tasks
+    ├── EpisodeInterrupted   an episode stopped by the infrastructure; carries its partial record
     ├── MissingDependency    an optional dependency (an extra such as ``gym`` or ``hf``) is absent
     └── SandboxError         an infrastructure fault of the sandbox (never a candidate's fault)
         └── IsolationUnavailable   a required isolation level cannot be provided here
@@ -24,6 +26,7 @@ __all__ = [
     "ConfigError",
     "DatasetUnavailable",
     "EnvStateError",
+    "EpisodeInterrupted",
     "IsolationUnavailable",
     "MissingDependency",
     "PolicyCallError",
@@ -31,6 +34,7 @@ __all__ = [
     "RunFormatError",
     "SandboxError",
     "ServerUnavailable",
+    "SnapshotMismatch",
     "TaskFormatError",
     "TemplateError",
 ]
@@ -93,7 +97,8 @@ class PolicyCallError(PolicyError):
 
     Unlike its parent this is about one episode, not the configuration. ``transient`` says
     whether trying again later may help (the server was unreachable, timed out, answered 5xx or
-    kept rate-limiting): the runner then records the episode as failed and retries it on resume.
+    kept rate-limiting): the runner then records the episode as failed, keeps its graded turns
+    (a partial record) and continues it from there on resume.
     Otherwise the server rejected the request itself (a 400 such as a context-length error):
     the episode ends there with its graded turns kept and ``stop_reason`` (``"context_length"``
     or ``"policy_error"``), since asking again would fail again. ``status`` is the HTTP status,
@@ -125,8 +130,8 @@ def _rebuild_call_error(cls: type[PolicyCallError], message: str, status: int | 
 class ServerUnavailable(PolicyCallError):
     """The policy's server failed too many calls in a row (its circuit breaker is open).
 
-    Not about one episode: the runner stops the run, keeps what is finished and says how to
-    resume once the server is back.
+    Not about one episode: the runner stops the run, keeps what is finished and the graded turns
+    of the episodes in flight, and says how to resume once the server is back.
     """
 
     def __init__(self, message: str, **kwargs: object) -> None:
@@ -136,6 +141,31 @@ class ServerUnavailable(PolicyCallError):
 
 class ConfigError(AgentEnvError, ValueError):
     """An option has a value agentenv cannot use."""
+
+
+class SnapshotMismatch(ConfigError):
+    """An episode snapshot cannot be restored into this env: it was taken under other settings
+    (templates, tokenizer, budget, ...) or of a task the env does not have."""
+
+
+class EpisodeInterrupted(AgentEnvError):
+    """An episode in a rollout run stopped before its end by the infrastructure (``cause``: the
+    model server gone, a sandbox fault, a cancelled run), after at least one graded turn.
+
+    ``partial`` is its record so far (a ``Trajectory`` whose ``partial`` is true), which the
+    runner writes and a resumed run continues; the runner then handles ``cause`` as it would
+    have without the partial. Raised by the rollout runner's episode worker, never by
+    ``run_episode`` itself.
+    """
+
+    def __init__(self, partial: object, cause: BaseException) -> None:
+        super().__init__(f"episode stopped after {len(getattr(partial, 'turns', ()))} graded turn(s): "
+                         f"{type(cause).__name__}: {cause}")
+        self.partial = partial
+        self.cause = cause
+
+    def __reduce__(self) -> tuple[object, ...]:  # both fields survive pickling (Ray)
+        return (type(self), (self.partial, self.cause))
 
 
 class MissingDependency(AgentEnvError, ImportError):

@@ -19,6 +19,7 @@ from agentenv.grading.result import Failure, RunResult
 
 __all__ = [
     "OUTCOMES",
+    "PARTIAL_STOP_REASONS",
     "RESEARCHER_ONLY",
     "STOP_REASONS",
     "Completion",
@@ -35,6 +36,10 @@ OUTCOMES: tuple[str, ...] = values(OutcomeKind)
 # MultiTurnCodingEnv's; "context_length" and "policy_error" end an episode of either kind whose
 # model call the server rejected (the rollout loop sets them, keeping the turns graded so far).
 STOP_REASONS: tuple[str, ...] = values(StopReason)
+# The stop reasons of a partial episode: not ended, only stopped by the infrastructure (the model
+# server down, a sandbox fault, a cancelled run) with its graded turns kept; a resumed run
+# continues it from its last graded turn (see agentenv.rollout.partial).
+PARTIAL_STOP_REASONS: tuple[str, ...] = (StopReason.SERVER_UNAVAILABLE.value, StopReason.INTERRUPTED.value)
 # The fields of a TurnRecord computed from the hidden checks. Under feedback_from="visible" the
 # policy never saw them (its feedback came from a separate run of the visible checks alone):
 # they are for the researcher, and a trajectory says so in its "researcher_only" list.
@@ -206,7 +211,8 @@ class Trajectory:
 
     ``stop_reason`` is "solved", "max_turns", "token_budget" or "single_step", or
     "context_length"/"policy_error" when the server rejected a model call; ``None`` while
-    the episode is running. ``template_ids`` maps each template used ("system", "task",
+    the episode is running; "server_unavailable"/"interrupted" for a partial episode
+    (:attr:`partial`), stopped by the infrastructure and continued on resume. ``template_ids`` maps each template used ("system", "task",
     "feedback") to ``name@contenthash`` so prompt experiments can be told apart.
     ``decided_by`` says which tests decided termination ("checks": the hidden checks;
     "visible_checks": the visible ones, ``stop_when="visible"``). With ``feedback_from="visible"``
@@ -232,7 +238,15 @@ class Trajectory:
 
     @property
     def done(self) -> bool:
-        return self.stop_reason is not None
+        """The episode has ended (a partial one has not: it is to be continued)."""
+        return self.stop_reason is not None and not self.partial
+
+    @property
+    def partial(self) -> bool:
+        """Stopped by the infrastructure before its end, its graded turns kept (see
+        :data:`PARTIAL_STOP_REASONS`): neither terminated nor truncated, and left out of a
+        run's metrics until a resumed run finishes it."""
+        return self.stop_reason in PARTIAL_STOP_REASONS
 
     @property
     def terminated(self) -> bool:
@@ -293,6 +307,7 @@ class Trajectory:
             "template_ids": dict(self.template_ids),
             "turns": [t.to_dict() for t in self.turns],
             "stop_reason": self.stop_reason,
+            "partial": self.partial,
             "terminated": self.terminated,
             "truncated": self.truncated,
             "first_turn_solved": self.first_turn_solved,
@@ -305,7 +320,7 @@ class Trajectory:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Trajectory:
-        derived = {"terminated", "truncated", "first_turn_solved", "solved_turn", "final_reward",
+        derived = {"partial", "terminated", "truncated", "first_turn_solved", "solved_turn", "final_reward",
                    "total_tokens", "action_tokens", "researcher_only"}
         known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in known and k not in derived}

@@ -8,7 +8,8 @@ last known exception and move here next: :func:`sandbox_isolation`, :func:`sandb
 :func:`bwrap_path` are the functions they become).
 
 It also holds the defaults several layers share (``DEFAULT_TIMEOUT``, ``DEFAULT_MAX_TURNS``,
-``DEFAULT_CONCURRENCY``, ``DEFAULT_POLICY``).
+``DEFAULT_CONCURRENCY``, ``DEFAULT_POLICY``, and the model server's ``DEFAULT_POLICY_TIMEOUT``,
+``DEFAULT_MAX_RETRIES``, ``DEFAULT_BREAKER_FAILURES``, ``DEFAULT_BREAKER_SECONDS``).
 
 Variables:
 
@@ -33,9 +34,13 @@ from collections.abc import Mapping
 
 __all__ = [
     "DATASET_PATH_VARS",
+    "DEFAULT_BREAKER_FAILURES",
+    "DEFAULT_BREAKER_SECONDS",
     "DEFAULT_CONCURRENCY",
+    "DEFAULT_MAX_RETRIES",
     "DEFAULT_MAX_TURNS",
     "DEFAULT_POLICY",
+    "DEFAULT_POLICY_TIMEOUT",
     "DEFAULT_TIMEOUT",
     "OFFLINE_VAR",
     "bwrap_path",
@@ -60,6 +65,13 @@ DEFAULT_TIMEOUT = 5.0  # sandbox seconds per submission
 DEFAULT_MAX_TURNS = 3  # turns per multi-turn episode
 DEFAULT_CONCURRENCY = 8  # policy calls in flight in a rollout run
 DEFAULT_POLICY = "scripted"  # the offline policy `agentenv run` uses without --policy
+# How OpenAIPolicy (and `agentenv run --policy openai`) treats its server: seconds per request,
+# retries of a transient failure, and the circuit breaker (server-down failures in a row, over
+# at least so many seconds, stop the run).
+DEFAULT_POLICY_TIMEOUT = 60.0
+DEFAULT_MAX_RETRIES = 3
+DEFAULT_BREAKER_FAILURES = 8
+DEFAULT_BREAKER_SECONDS = 2.0
 
 OFFLINE_VAR = "AGENTENV_OFFLINE"
 # The variables that name a local copy of a dataset, by the loader that reads them.

@@ -78,7 +78,9 @@ def test_run_tests_names_the_enums_choices_for_a_bad_level_or_equality() -> None
 
 def test_every_stop_reason_the_code_sets_is_in_the_choice_set() -> None:
     from agentenv.envs.conversation import STOP_REASON_OF
-    from agentenv.errors import PolicyCallError
+    from agentenv.errors import PolicyCallError, SandboxError
+    from agentenv.rollout.partial import partial_stop_reason
 
     errors = {PolicyCallError("x", context_length=c).stop_reason for c in (True, False)}
-    assert set(STOP_REASON_OF.values()) | errors | {"single_step"} == set(values(choices.StopReason))
+    partial = {partial_stop_reason(e) for e in (PolicyCallError("x", transient=True), SandboxError("x"))}
+    assert set(STOP_REASON_OF.values()) | errors | partial | {"single_step"} == set(values(choices.StopReason))

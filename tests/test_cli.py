@@ -103,6 +103,22 @@ def test_run_passes_policy_timeout_retries_and_stream_to_the_openai_policy(
     assert code == 1 and "timed out after 1 attempt(s)" in err and "again to retry" in err
 
 
+def test_run_passes_the_breaker_settings_to_the_openai_policy(
+        tmp_path: Path, tasks_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--breaker-failures 2 --breaker-seconds 0 stops a run whose server answers only 503
+    after exactly two failed requests (--max-retries 5 would have allowed six), and says so."""
+    def down_after_preflight(body: dict) -> ChatReply:
+        return ChatReply("OK") if body.get("max_tokens") == 1 else ChatReply("worker died", status=503)
+
+    with ChatServer(down_after_preflight) as server:
+        code, _out, err = run_cli(capsys, "run", "--policy", "openai", "--base-url", server.url,
+                                  "--tasks", str(tasks_file), "--concurrency", "1", "--max-retries", "5",
+                                  "--breaker-failures", "2", "--breaker-seconds", "0",
+                                  "--out", str(tmp_path / "b"), "--no-progress")
+        assert len(server.chat_requests) == 3  # the preflight, then two failures
+    assert code == 1 and "stopped:" in err and "2 consecutive failures" in err
+
+
 def test_run_passes_prompt_budget_and_feedback_options_to_the_environment(
         tmp_path: Path, tasks_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--prompts-dir, --feedback-from and --token-budget shape the episodes and are recorded."""
@@ -187,6 +203,12 @@ def test_run_with_the_openai_policy_and_no_key_says_what_to_set(
     (["run", "--tasks", "biultin"], "Did you mean 'builtin'"),
     (["run", "--address", "auto"], "--backend ray"),
     (["run", "--max-tokens", "5"], "--policy openai"),
+    (["run", "--breaker-failures", "4"], "--policy openai"),
+    (["run", "--policy", "openai", "--breaker-failures", "-1"], "--breaker-failures"),
+    (["run", "--policy", "openai", "--breaker-failures", "two"], "--breaker-failures"),
+    (["run", "--policy", "openai", "--breaker-seconds", "-1"], "--breaker-seconds"),
+    (["run", "--policy", "openai", "--max-retries", "-2"], "--max-retries"),
+    (["run", "--policy", "openai", "--policy-timeout", "0"], "--policy-timeout"),
     (["tasks"], "list"),
     (["check", "missing.py", "--task", "add"], "missing.py"),
     (["report", "no_such_run"], "no_such_run"),

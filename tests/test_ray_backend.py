@@ -14,6 +14,7 @@ ray = pytest.importorskip("ray", reason="the Ray backend needs the 'ray' extra")
 
 from agentenv.errors import PolicyCallError  # noqa: E402
 from agentenv.policies import OpenAIPolicy, ScriptedPolicy  # noqa: E402
+from agentenv.policies.scripted import turn_of  # noqa: E402
 from agentenv.records import Trajectory  # noqa: E402
 from agentenv.rollout import RolloutConfig, run_rollouts  # noqa: E402
 from agentenv.tasks.builtin import builtin_tasks  # noqa: E402
@@ -66,6 +67,30 @@ def test_a_failed_call_inside_an_actor_fails_only_that_episode() -> None:
     result = run_rollouts(TASKS, FailsOnOneTask(TASKS), RolloutConfig(mode="single_step", backend="ray"))
     assert [e.task_name for e in result.errors] == [TASKS[2].name]
     assert "503" in result.errors[0].error and len(result.trajectories) == 3
+
+
+class FailsOnTurnTwoOfOneTask(ScriptedPolicy):
+    """Scripted from the first attempt, except that turn 2 of one task fails like a dead server."""
+
+    def __call__(self, obs: Any) -> str:
+        if obs["task_name"] == TASKS[2].name and turn_of(obs) == 2:
+            raise PolicyCallError("the server kept answering 503", status=503, transient=True)
+        return super().__call__(obs)
+
+
+def test_an_episode_stopped_inside_an_actor_comes_back_partial_and_the_resume_continues_it(
+        tmp_path: Path) -> None:
+    """The graded turn of an episode that failed in a Ray actor reaches the driver's store as a
+    partial record; a rerun (on Ray too) goes on from it."""
+    config = RolloutConfig(max_turns=3, backend="ray")
+    first = run_rollouts(TASKS, FailsOnTurnTwoOfOneTask(TASKS, sample=False), config, tmp_path)
+    assert [e.task_name for e in first.errors] == [TASKS[2].name]
+    (partial,) = first.partial
+    assert partial.task_name == TASKS[2].name and len(partial.turns) == 1
+    again = run_rollouts(TASKS, ScriptedPolicy(TASKS, sample=False), config, tmp_path)
+    assert again.continued == 1 and not again.errors and len(again.trajectories) == 4
+    done = next(t for t in again.trajectories if t.task_name == TASKS[2].name)
+    assert done.turns[0] == partial.turns[0] and [t.turn for t in done.turns] == [1, 2]
 
 
 def test_actors_reach_an_openai_compatible_server_with_a_pickled_policy() -> None:

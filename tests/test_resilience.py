@@ -51,6 +51,13 @@ def test_context_length_errors_are_recognised_by_their_words() -> None:
     assert Failure("status", "This model's maximum context length is 4096 tokens", 400).context_length
     assert Failure("status", "Input is too long for requested model", 400).context_length
     assert not Failure("status", "temperature must be <= 2", 400).context_length
+    for words in ("the request exceeds the available context size. try increasing the context size",  # llama.cpp
+                  "The decoder prompt (length 5000) is longer than the maximum model length of 4096.",  # vLLM v1
+                  "The input (5000 tokens) is longer than the model's context length (4096 tokens).",  # SGLang
+                  "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096.",  # TGI
+                  "Input validation error: `inputs` must have less than 2048 tokens. Given: 2222"):  # TGI
+        assert Failure("status", words, 400).context_length, words
+    assert not Failure("status", "`max_new_tokens` must be <= 192", 422).context_length
     assert not Failure("status", "maximum context length", 500).context_length
 
 

@@ -64,7 +64,7 @@ from agentenv.envs.conversation import (
     ConversationState,
 )
 from agentenv.envs.info import StepInfo
-from agentenv.errors import ConfigError
+from agentenv.errors import ConfigError, SnapshotMismatch
 from agentenv.extract import extract_code
 from agentenv.grading.redact import redact_result, redact_secrets, secret_values
 from agentenv.grading.result import RunResult
@@ -300,12 +300,12 @@ class EpisodeCore:
         """
         if snapshot.settings != self._settings():
             changed = sorted(k for k in snapshot.settings if snapshot.settings.get(k) != self._settings().get(k))
-            raise ConfigError(f"this snapshot was taken under other env settings ({', '.join(changed)}); "
-                              "restore it into an env built with the same options")
+            raise SnapshotMismatch(f"this snapshot was taken under other env settings ({', '.join(changed)}); "
+                                   "restore it into an env built with the same options")
         task = next((t for t in self.tasks if t.name == snapshot.task_name), None)
         if task is None:
-            raise ConfigError(f"this snapshot is of task {snapshot.task_name!r}, which this env does "
-                              "not have; build it with the same tasks")
+            raise SnapshotMismatch(f"this snapshot is of task {snapshot.task_name!r}, which this env "
+                                   "does not have; build it with the same tasks")
         self._conversation.restore(snapshot.conversation)
         self.current_task = task
         self._parts = split_task(task) if self.visible_apart else None

@@ -189,17 +189,22 @@ class OpenAIPolicy:
 
     def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None, *,
                  temperature: float = 0.2, max_tokens: int | None = None, top_p: float | None = None,
-                 seed: int | None = None, timeout: float = 60.0, max_retries: int = 3,
-                 backoff: float = 1.0, max_backoff: float = 30.0, breaker_threshold: int = 8,
-                 breaker_seconds: float = 2.0, system_prompt: str = DEFAULT_SYSTEM_PROMPT,
+                 seed: int | None = None, timeout: float = settings.DEFAULT_POLICY_TIMEOUT,
+                 max_retries: int = settings.DEFAULT_MAX_RETRIES, backoff: float = 1.0,
+                 max_backoff: float = 30.0, breaker_threshold: int = settings.DEFAULT_BREAKER_FAILURES,
+                 breaker_seconds: float = settings.DEFAULT_BREAKER_SECONDS,
+                 system_prompt: str = DEFAULT_SYSTEM_PROMPT,
                  extra_body: Mapping[str, Any] | None = None, stream: bool = False,
                  transport: str = "auto", return_tokens: bool = False) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ConfigError("OpenAIPolicy needs a model id, e.g. OpenAIPolicy('gpt-4o')")
         if max_retries < 0 or backoff < 0 or max_backoff < 0 or not timeout > 0:
             raise ConfigError("max_retries, backoff and max_backoff must be >= 0 and timeout > 0")
-        if breaker_threshold < 0 or breaker_seconds < 0:
-            raise ConfigError("breaker_threshold and breaker_seconds must be >= 0")
+        if isinstance(breaker_threshold, bool) or not isinstance(breaker_threshold, int) or breaker_threshold < 0:
+            raise ConfigError(f"breaker_threshold (--breaker-failures) must be a whole number >= 0 "
+                              f"(0: never stop the run), got {breaker_threshold!r}")
+        if not breaker_seconds >= 0:
+            raise ConfigError(f"breaker_seconds (--breaker-seconds) must be >= 0, got {breaker_seconds!r}")
         if max_tokens is not None and max_tokens < 1:
             raise ConfigError(f"max_tokens must be a positive integer, got {max_tokens!r}")
         transport = parse(Transport, transport, "transport").value

@@ -35,8 +35,14 @@ __all__ = ["RETRY_STATUSES", "BadAnswer", "CircuitBreaker", "Failure", "StatusFa
            "server_message"]
 
 RETRY_STATUSES = frozenset({408, 409, 429})
-_CONTEXT = re.compile(r"context[ _-]?(length|window)|maximum context|too many tokens|prompt is too long|"
-                      r"token limit|tokens? exceeds?|exceeds? .*tokens|input is too long|too long for",
+# How servers word "the conversation does not fit": OpenAI, vLLM ("maximum context length", v1's
+# "longer than the maximum model length"), SGLang ("the model's context length"), llama.cpp
+# ("exceeds the available context size"), TGI ("`inputs` tokens + `max_new_tokens` must be <=
+# N", "`inputs` must have less than N tokens"), Anthropic-style ("prompt is too long").
+_CONTEXT = re.compile(r"context[ _-]?(length|window|size)|maximum context|too many tokens|prompt is too long|"
+                      r"token limit|tokens? exceeds?|exceeds? .*tokens|input is too long|too long for|"
+                      r"maximum model length|max_model_len|inputs`? tokens \+ `?max_new_tokens|"
+                      r"must have less than \d+ tokens",
                       re.IGNORECASE)
 _CLIP = 400
 

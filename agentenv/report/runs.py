@@ -52,14 +52,16 @@ def trajectories_path(run: str | Path) -> Path:
     return path
 
 
-def load_run(run: str | Path) -> list[Trajectory]:
+def load_run(run: str | Path, *, partial: bool = False) -> list[Trajectory]:
     """Every episode of a run, in file order, as :class:`~agentenv.records.Trajectory` objects.
 
     Blank lines are skipped, and so is a torn last line (no newline at the end and not JSON: an
     episode being written when the file was read). An episode written twice (an ``episode_id``
-    seen again) counts once: the last line wins. A line that is not a JSON object, or that
-    does not hold a trajectory, raises :class:`~agentenv.errors.RunFormatError` naming
-    the file and the line.
+    seen again) counts once: the last line wins, except that a partial record (an episode the
+    infrastructure stopped, to be continued by a resume) never replaces a finished one.
+    Episodes still partial are left out (they are not finished: no metric may count them)
+    unless ``partial=True``. A line that is not a JSON object, or that does not hold a
+    trajectory, raises :class:`~agentenv.errors.RunFormatError` naming the file and the line.
     """
     path = trajectories_path(run)
     episodes: dict[str, Trajectory] = {}
@@ -85,13 +87,22 @@ def load_run(run: str | Path) -> list[Trajectory]:
         if trajectory.episode_id is None:
             anonymous.append((lineno, trajectory))
             continue
-        if trajectory.episode_id in episodes:
-            duplicates += 1
-        else:
+        previous = episodes.get(trajectory.episode_id)
+        if previous is None:
             order[trajectory.episode_id] = lineno
+        elif not previous.partial:
+            duplicates += 1  # a partial record superseded by its finished one is no duplicate
+            if trajectory.partial:
+                continue
         episodes[trajectory.episode_id] = trajectory
     if duplicates:
         _log.warning("duplicate_episodes", path=str(path), count=duplicates, kept="last")
+    unfinished = [eid for eid, t in episodes.items() if t.partial]
+    if unfinished and not partial:
+        _log.warning("partial_episodes_skipped", path=str(path), count=len(unfinished),
+                     hint="resume the run (the same `agentenv run` command) to finish them")
+        for eid in unfinished:
+            del episodes[eid]
     ordered = sorted([(order[eid], t) for eid, t in episodes.items()] + anonymous,
                      key=lambda pair: pair[0])
     if not ordered:

@@ -2,7 +2,8 @@
 
 - :func:`run_episode` / :func:`arun_episode`: one episode, returning its Trajectory.
 - :func:`run_rollouts` / :func:`arun_rollouts`: many episodes (``samples`` per task, seeded),
-  concurrent, written to ``trajectories.jsonl`` as they finish, resumable, summarised in
+  concurrent, written to ``trajectories.jsonl`` as they finish, resumable (an episode stopped
+  midway goes on from its last graded turn), summarised in
   ``summary.json``; ``backend="ray"`` runs them on a Ray cluster.
 - :func:`run_repair_trees` / :func:`arun_repair_trees`: N first programs per task and M repairs
   from each failing one, the shared first turn generated once (snapshot and restore);
@@ -11,7 +12,8 @@
 
 Modules, top to bottom: ``runner`` and ``tree`` (whole runs) use ``backends`` (the registry;
 ``local`` there, ``ray`` in ``ray_backend``), which use ``execute`` (the scheduler and the
-episode worker every backend shares), which uses ``episode`` (one episode); beside them,
+episode worker every backend shares), which uses ``partial`` (an episode stopped midway: its
+partial record, and the snapshot that continues it) and ``episode`` (one episode); beside them,
 ``plan`` (what a run is), ``store`` (its directory) and ``summary`` (its numbers).
 """
 

@@ -16,7 +16,10 @@ A model call the server rejected for good (a ``PolicyCallError`` that is not ``t
 such as a context-length error) ends the episode there: the turns already graded are kept and
 ``stop_reason`` is ``"context_length"`` or ``"policy_error"`` (the message is in
 ``metadata["policy_error"]``), since asking again would fail again. Transient failures
-(the server down, timeouts, 5xx) propagate: the episode is retried later as a whole.
+(the server down, timeouts, 5xx) propagate; the rollout runner then keeps the episode's graded
+turns as a partial record (:mod:`agentenv.rollout.partial`), and ``snapshot=`` (the
+:class:`~agentenv.envs.multiturn.EpisodeSnapshot` of that record) continues the episode from
+its last graded turn instead of resetting: the same loop, started from ``env.restore``.
 """
 
 from __future__ import annotations
@@ -25,14 +28,18 @@ import asyncio
 import contextlib
 import dataclasses
 import inspect
+from collections.abc import Mapping
 from concurrent.futures import Executor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentenv.errors import ConfigError, EnvStateError, PolicyCallError
 from agentenv.policies.base import Policy, PolicyLike, acall_policy, policy_model, policy_name
 from agentenv.records import Trajectory
 
-__all__ = ["arun_episode", "run_episode"]
+if TYPE_CHECKING:  # for annotations only: the envs are the caller's
+    from agentenv.envs.multiturn import EpisodeSnapshot
+
+__all__ = ["arun_episode", "episode_record", "run_episode"]
 
 _DEFAULT_STEP_LIMIT = 10_000
 
@@ -48,23 +55,30 @@ def _step_limit(env: Any, max_steps: int | None) -> int:
     return _DEFAULT_STEP_LIMIT
 
 
-def _finish(env: Any, policy: PolicyLike, episode_id: str | None, sample: int,
-            error: PolicyCallError | None = None) -> Trajectory:
+def episode_record(env: Any, policy: PolicyLike, episode_id: str | None, sample: int, *,
+                   stop_reason: str | None = None, metadata: Mapping[str, Any] | None = None) -> Trajectory:
+    """A copy of ``env.trajectory`` labelled with the episode and the policy (a later
+    ``env.reset()`` cannot touch it; TurnRecords are frozen); ``stop_reason`` and ``metadata``,
+    when given, override the env's stop reason and add to its metadata."""
     trajectory = getattr(env, "trajectory", None)
     if not isinstance(trajectory, Trajectory):
         raise ConfigError(f"{type(env).__name__} keeps no env.trajectory; run_episode needs an "
                           "agentenv environment such as CodingEnv or MultiTurnCodingEnv")
-    metadata = dict(trajectory.metadata)
-    stop_reason = trajectory.stop_reason
-    if error is not None:  # the episode ends here, with the turns graded so far
-        stop_reason = error.stop_reason
-        metadata["policy_error"] = str(error)
-    # A copy, so a later env.reset() cannot touch what we return (TurnRecords are frozen).
     return dataclasses.replace(
         trajectory, turns=list(trajectory.turns), template_ids=dict(trajectory.template_ids),
-        metadata=metadata, episode_id=episode_id, sample=sample, stop_reason=stop_reason,
+        metadata={**trajectory.metadata, **(metadata or {})}, episode_id=episode_id, sample=sample,
+        stop_reason=stop_reason if stop_reason is not None else trajectory.stop_reason,
         policy=policy_name(policy), model=policy_model(policy),
     )
+
+
+def _finish(env: Any, policy: PolicyLike, episode_id: str | None, sample: int,
+            error: PolicyCallError | None = None) -> Trajectory:
+    if error is None:
+        return episode_record(env, policy, episode_id, sample)
+    # the episode ends here, with the turns graded so far
+    return episode_record(env, policy, episode_id, sample, stop_reason=error.stop_reason,
+                          metadata={"policy_error": str(error)})
 
 
 def _ends_episode(exc: PolicyCallError) -> bool:
@@ -84,8 +98,15 @@ def _reset_takes_seed(env_type: type) -> bool:
     return _TAKES_SEED[env_type]
 
 
-def _reset(env: Any, task_index: int | None, seed: int | None) -> Any:
-    """``env.reset(task_index=...)``, passing ``seed=`` too when given and the env takes it."""
+def _reset(env: Any, task_index: int | None, seed: int | None, snapshot: EpisodeSnapshot | None = None) -> Any:
+    """``env.reset(task_index=...)``, passing ``seed=`` too when given and the env takes it;
+    with a ``snapshot``, ``env.restore(snapshot, seed=seed)`` instead (the episode goes on)."""
+    if snapshot is not None:
+        restore = getattr(env, "restore", None)
+        if restore is None:
+            raise ConfigError(f"{type(env).__name__} has no restore(); an episode can be continued "
+                              "from a snapshot only in an env that takes snapshots (MultiTurnCodingEnv)")
+        return restore(snapshot, seed=seed)
     if seed is not None and _reset_takes_seed(type(env)):
         return env.reset(task_index=task_index, seed=seed)
     return env.reset(task_index=task_index)
@@ -97,14 +118,17 @@ def _did_not_end(env: Any, limit: int) -> EnvStateError:
 
 
 def run_episode(env: Any, policy: Policy, *, task_index: int | None = None, max_steps: int | None = None,
-                episode_id: str | None = None, sample: int = 0, seed: int | None = None) -> Trajectory:
+                episode_id: str | None = None, sample: int = 0, seed: int | None = None,
+                snapshot: EpisodeSnapshot | None = None) -> Trajectory:
     """Reset ``env`` (on ``tasks[task_index]``, or a seeded random task), then step it with
     ``policy`` until ``done``; return the episode's Trajectory, labelled with the policy.
 
     ``seed``, when given, goes to ``env.reset(seed=...)`` if the env's reset takes one.
+    ``snapshot`` continues that episode (``env.restore``) instead of resetting; the turns it
+    holds are kept and the step limit counts the steps still to play.
     """
     limit = _step_limit(env, max_steps)
-    obs = _reset(env, task_index, seed)
+    obs = _reset(env, task_index, seed, snapshot)
     for _ in range(limit):
         try:
             action = policy(obs)
@@ -121,11 +145,12 @@ def run_episode(env: Any, policy: Policy, *, task_index: int | None = None, max_
 async def arun_episode(env: Any, policy: PolicyLike, *, task_index: int | None = None,
                        max_steps: int | None = None, episode_id: str | None = None, sample: int = 0,
                        seed: int | None = None, policy_slots: asyncio.Semaphore | None = None,
-                       policy_executor: Executor | None = None) -> Trajectory:
+                       policy_executor: Executor | None = None,
+                       snapshot: EpisodeSnapshot | None = None) -> Trajectory:
     """Async twin of :func:`run_episode`; ``policy_slots`` bounds concurrent policy calls and
     ``policy_executor`` runs a blocking (sync) policy's calls (default: the loop's executor)."""
     limit = _step_limit(env, max_steps)
-    obs = _reset(env, task_index, seed)
+    obs = _reset(env, task_index, seed, snapshot)
     astep = getattr(env, "astep", None)
     for _ in range(limit):
         try:

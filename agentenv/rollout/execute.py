@@ -6,10 +6,13 @@ The local backend runs an :class:`EpisodeExecutor` on the driver's event loop; t
 runs one inside each actor. Nothing here knows which backend it serves.
 
 Errors: a transient model-call failure (``PolicyCallError``) or a sandbox fault
-(``SandboxError``) fails that one episode (``EPISODE_ERRORS``: reported, not written, retried on
-resume). ``ServerUnavailable`` stops the run: no new episode starts, episodes in flight get
+(``SandboxError``) fails that one episode (``EPISODE_ERRORS``: reported, retried on resume).
+``ServerUnavailable`` stops the run: no new episode starts, episodes in flight get
 ``STOP_GRACE_SECONDS`` to finish, the rest are cancelled and left to the resume. Any other
-exception propagates.
+exception propagates. Whichever of these stops an episode after a graded turn (a cancellation
+too), the turns it graded are not lost: :func:`run_spec` raises ``EpisodeInterrupted`` with the
+episode's partial record, the scheduler hands it to ``on_partial`` (the runner writes it), and
+a resumed run continues the episode from there (:mod:`agentenv.rollout.partial`).
 """
 
 from __future__ import annotations
@@ -23,11 +26,18 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agentenv.errors import PolicyCallError, SandboxError, ServerUnavailable
+from agentenv.errors import (
+    EpisodeInterrupted,
+    PolicyCallError,
+    SandboxError,
+    ServerUnavailable,
+    SnapshotMismatch,
+)
 from agentenv.log import get_logger
 from agentenv.policies.base import PolicyLike, blocks
 from agentenv.records import Trajectory
 from agentenv.rollout.episode import arun_episode
+from agentenv.rollout.partial import partial_record, resume_snapshot
 from agentenv.rollout.plan import EpisodeSpec, RolloutConfig, make_env
 from agentenv.tasks.schema import Task
 
@@ -91,12 +101,39 @@ class EnvPool:
 async def run_spec(spec: EpisodeSpec, policy: PolicyLike, pool: EnvPool,
                    policy_slots: asyncio.Semaphore | None,
                    policy_executor: Executor | None = None) -> Trajectory:
-    """Run one planned episode in a pooled environment, reset with the episode's seed."""
+    """Run one planned episode in a pooled environment, reset with the episode's seed, or
+    continued from its partial record (``spec.resume``).
+
+    Stopped by the infrastructure after a graded turn (the model server, the sandbox, a
+    cancellation), it raises ``EpisodeInterrupted`` carrying the partial record, the original
+    exception as its ``cause``.
+    """
     env = pool.acquire(spec.seed)
-    trajectory = await arun_episode(env, policy, task_index=spec.task_index, episode_id=spec.episode_id,
-                                    sample=spec.sample, seed=spec.seed, policy_slots=policy_slots,
-                                    policy_executor=policy_executor)
+    snapshot = resume_snapshot(Trajectory.from_dict(spec.resume)) if spec.resume is not None else None
+
+    async def play(snapshot: Any) -> Trajectory:
+        return await arun_episode(env, policy, task_index=spec.task_index, episode_id=spec.episode_id,
+                                  sample=spec.sample, seed=spec.seed, policy_slots=policy_slots,
+                                  policy_executor=policy_executor, snapshot=snapshot)
+
+    try:
+        try:
+            trajectory = await play(snapshot)
+        except SnapshotMismatch as exc:  # raised by the restore, before any step
+            if snapshot is None:
+                raise
+            log.warning("partial_episode_redone", episode_id=spec.episode_id, reason=str(exc))
+            trajectory = await play(None)
+    except BaseException as exc:
+        partial = partial_record(env, policy, spec.episode_id, spec.sample, exc)
+        if partial is None:
+            raise
+        raise EpisodeInterrupted(_labelled(partial, spec, pool), exc) from exc
     pool.release(env)
+    return _labelled(trajectory, spec, pool)
+
+
+def _labelled(trajectory: Trajectory, spec: EpisodeSpec, pool: EnvPool) -> Trajectory:
     trajectory.seed = spec.seed
     if trajectory.model is None and pool.config.model is not None:
         trajectory.model = pool.config.model
@@ -142,12 +179,14 @@ class _Runs(Protocol):
 
 @dataclass
 class Schedule:
-    """What :func:`schedule` did: the episodes it finished (by id), those that failed, and the
-    reason the run was stopped early (None when every episode was tried)."""
+    """What :func:`schedule` did: the episodes it finished (by id), those it left partial (by
+    id: stopped after a graded turn, to be continued), those that failed, and the reason the
+    run was stopped early (None when every episode was tried)."""
 
     finished: dict[str, Trajectory] = field(default_factory=dict)
     errors: list[EpisodeError] = field(default_factory=list)
     stopped: str | None = None
+    partial: dict[str, Trajectory] = field(default_factory=dict)
 
 
 @contextlib.contextmanager
@@ -179,8 +218,11 @@ def _sandbox_workers() -> int:
 
 
 async def schedule(todo: Sequence[EpisodeSpec], backend: _Runs, concurrency: int, *,
-                   on_finished: Callable[[Trajectory], None] | None = None) -> Schedule:
-    """Run ``todo`` through ``backend``, ``on_finished(trajectory)`` after each success.
+                   on_finished: Callable[[Trajectory], None] | None = None,
+                   on_partial: Callable[[Trajectory], None] | None = None) -> Schedule:
+    """Run ``todo`` through ``backend``, ``on_finished(trajectory)`` after each success and
+    ``on_partial(trajectory)`` for each episode stopped after a graded turn (also while the
+    run is being cancelled: keep it quick and synchronous).
 
     A few more episodes than ``concurrency`` are kept open, so that sandbox runs (bounded by
     the sandbox's own pool, sized to the cores) overlap the policy calls.
@@ -198,22 +240,35 @@ async def schedule(todo: Sequence[EpisodeSpec], backend: _Runs, concurrency: int
                 spec = queue.get_nowait()
             except asyncio.QueueEmpty:
                 return
+            error: BaseException
             try:
                 trajectory = await backend.run(spec)
-            except ServerUnavailable as exc:
-                if not stopped:
-                    log.warning("run_stopped", episode_id=spec.episode_id, error=str(exc))
-                    stop.set()
-                stopped.append(str(exc))
-                return
-            except EPISODE_ERRORS as exc:
-                result.errors.append(EpisodeError(spec.episode_id, spec.task_name, spec.sample,
-                                                  f"{type(exc).__name__}: {exc}"))
-                log.warning("episode_failed", episode_id=spec.episode_id, error=str(exc))
+            except EpisodeInterrupted as exc:
+                partial: Trajectory = exc.partial  # type: ignore[assignment]
+                result.partial[spec.episode_id] = partial
+                log.warning("episode_partial", episode_id=spec.episode_id, turns=len(partial.turns),
+                            stop_reason=partial.stop_reason)
+                if on_partial is not None:
+                    on_partial(partial)
+                error = exc.cause
+            except EPISODE_ERRORS as exc:  # ServerUnavailable among them
+                error = exc
+            else:
+                result.finished[spec.episode_id] = trajectory
+                if on_finished is not None:
+                    on_finished(trajectory)
                 continue
-            result.finished[spec.episode_id] = trajectory
-            if on_finished is not None:
-                on_finished(trajectory)
+            if isinstance(error, ServerUnavailable):
+                if not stopped:
+                    log.warning("run_stopped", episode_id=spec.episode_id, error=str(error))
+                    stop.set()
+                stopped.append(str(error))
+                return
+            if not isinstance(error, EPISODE_ERRORS):
+                raise error  # a cancellation goes on as one
+            result.errors.append(EpisodeError(spec.episode_id, spec.task_name, spec.sample,
+                                              f"{type(error).__name__}: {error}"))
+            log.warning("episode_failed", episode_id=spec.episode_id, error=str(error))
 
     n_workers = min(len(todo), concurrency + _sandbox_workers())
     workers: list[asyncio.Future[None]] = []

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from agentenv.choices import Backend, FeedbackSource, Mode, StopWhen, parse, values
@@ -99,20 +99,23 @@ class RolloutConfig:
 
 @dataclass(frozen=True)
 class EpisodeSpec:
-    """One planned episode: which task, which sample, which seed, under which id."""
+    """One planned episode: which task, which sample, which seed, under which id; ``resume``
+    is the JSON record of its partial episode when a resumed run continues one (see
+    :mod:`agentenv.rollout.partial`), None when it starts from the beginning."""
 
     episode_id: str
     task_index: int
     task_name: str
     sample: int
     seed: int
+    resume: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EpisodeSpec:
-        return cls(**{f.name: data[f.name] for f in fields(cls)})
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
 def episode_seed(run_seed: int, task_name: str, sample: int) -> int:

@@ -7,7 +7,8 @@ episode it is handed, and runs its own sandbox pool in its own process; several 
 concurrently inside an actor on asyncio, so the policy-call limit is shared out between
 actors (each runs an :class:`~agentenv.rollout.execute.EpisodeExecutor`, as the local backend
 does). The driver keeps the plan, the resume logic and the JSONL writer (see
-:mod:`agentenv.rollout.runner`): an actor returns the finished trajectory as a plain dict.
+:mod:`agentenv.rollout.runner`): an actor returns the finished trajectory as a plain dict, or
+the partial record of an episode the infrastructure stopped, with the error that stopped it.
 Because episodes are seeded from their ids, a deterministic policy gives the same records here
 as on the local backend. Needs the ``ray`` extra (imported when a RayBackend is built); registered as ``"ray"``.
 """
@@ -20,7 +21,7 @@ from typing import Any
 
 from agentenv import settings
 from agentenv.choices import Backend
-from agentenv.errors import MissingDependency
+from agentenv.errors import EpisodeInterrupted, MissingDependency
 from agentenv.log import get_logger
 from agentenv.policies.base import PolicyLike
 from agentenv.records import Trajectory
@@ -53,7 +54,10 @@ class EpisodeActor:
         self.n_slots = slots
 
     async def run(self, spec: dict[str, Any]) -> dict[str, Any]:
-        trajectory = await self._executor.run(EpisodeSpec.from_dict(spec))
+        try:
+            trajectory = await self._executor.run(EpisodeSpec.from_dict(spec))
+        except EpisodeInterrupted as exc:  # the partial record comes back as data, with its cause
+            return {"interrupted": exc.partial.to_dict(), "cause": exc.cause}  # type: ignore[attr-defined]
         return trajectory.to_dict()
 
     def ping(self) -> bool:
@@ -105,6 +109,8 @@ class RayBackend:
             raise cause from None
         finally:
             self._load[i] -= 1
+        if "interrupted" in data:
+            raise EpisodeInterrupted(Trajectory.from_dict(data["interrupted"]), data["cause"])
         return Trajectory.from_dict(data)
 
     async def aclose(self) -> None:

@@ -18,18 +18,27 @@ both give the same records.
 Errors: a model call the server rejected ends its episode with the turns graded so far (see
 :mod:`agentenv.rollout.episode`), which is written like any other. A transient model-call
 failure (``PolicyCallError``) or a sandbox fault (``SandboxError``) fails that one episode: it
-is reported in ``RolloutResult.errors`` and in the summary, not written, and so retried on
-resume. ``ServerUnavailable`` (the policy's circuit breaker opened: its server stopped
-answering) stops the run: no new episode starts, episodes in flight get
-``STOP_GRACE_SECONDS`` to finish (their model calls fail at once while the breaker is open;
-those being graded finish and are written), the rest are cancelled and left to the resume,
-and ``RolloutResult.stopped`` says why. Any other
-exception (a misconfigured policy, a bug) stops the run by propagating.
+is reported in ``RolloutResult.errors`` and in the summary, and retried on resume.
+``ServerUnavailable`` (the policy's circuit breaker opened: its server stopped answering)
+stops the run: no new episode starts, episodes in flight get ``STOP_GRACE_SECONDS`` to finish
+(their model calls fail at once while the breaker is open; those being graded finish their
+grading), the rest are cancelled and left to the resume, and ``RolloutResult.stopped`` says
+why. Any other exception (a misconfigured policy, a bug) stops the run by propagating.
+
+Whichever way an episode stops after a graded turn (a failure above, the stop, a
+cancellation, Ctrl-C), its graded turns are written as a *partial* record
+(:mod:`agentenv.rollout.partial`: ``stop_reason`` ``"server_unavailable"`` or
+``"interrupted"``), and the resume continues it from its last graded turn instead of redoing
+it. Partial records are in ``RolloutResult.partial`` and the summary's ``partial`` list, never
+in its metrics; ``summary["run"]`` counts them (``partial``, ``partial_turns``) and the
+episodes a resume continued (``continued``). An episode stopped before its first graded turn
+is simply redone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -56,8 +65,8 @@ from agentenv.rollout.plan import (
     plan_episodes,
     run_identity,
 )
-from agentenv.rollout.store import RunStore
-from agentenv.rollout.summary import Summary, run_record, summarize
+from agentenv.rollout.store import RunStore, latest_records
+from agentenv.rollout.summary import Summary, partial_row, run_record, summarize
 from agentenv.tasks.schema import Task
 
 # EnvFactory, EnvPool, LocalBackend, policy_threads and run_spec live in execute/backends; they
@@ -83,16 +92,18 @@ class RolloutResult:
     out_dir: Path | None = None
     seconds: float = 0.0
     stopped: str | None = None
+    partial: list[Trajectory] = field(default_factory=list)  # stopped after a graded turn, to be continued
+    continued: int = 0  # episodes this run continued from a partial record
 
 
 def _resume(store: RunStore | None, config: RolloutConfig, tasks: Sequence[Task], policy: PolicyLike,
             specs: Sequence[EpisodeSpec]) -> dict[str, Trajectory]:
-    """The planned episodes ``store`` holds already (none without a store)."""
+    """The planned episodes ``store`` holds already, finished or partial (none without a store)."""
     if store is None:
         return {}
     wanted = {s.episode_id for s in specs}
     record = config_record(config, tasks, policy_name(policy), policy_model(policy))
-    return {str(t.episode_id): t for t in store.open(record, run_identity(config, tasks))
+    return {str(t.episode_id): t for t in latest_records(store.open(record, run_identity(config, tasks)))
             if t.episode_id in wanted}
 
 
@@ -115,13 +126,17 @@ async def arun_rollouts(tasks: Sequence[Task], policy: PolicyLike, config: Rollo
         raise ConfigError("the task set is empty; check --tasks and its filters")
     specs = plan_episodes(tasks, config.samples, config.seed)
     store = RunStore(out_dir) if out_dir is not None else None
-    finished = _resume(store, config, tasks, policy, specs)
+    stored = _resume(store, config, tasks, policy, specs)
+    finished = {i: t for i, t in stored.items() if not t.partial}
+    partial = {i: t for i, t in stored.items() if t.partial}
     skipped = len(finished)
-    todo = [s for s in specs if s.episode_id not in finished]
+    # An episode left partial by an earlier run goes on from its last graded turn.
+    todo = [dataclasses.replace(s, resume=partial[s.episode_id].to_dict()) if s.episode_id in partial else s
+            for s in specs if s.episode_id not in finished]
     if on_start is not None:
         on_start(len(specs), skipped)
-    log.info("rollout_start", episodes=len(specs), resumed=skipped, backend=config.backend,
-             concurrency=config.concurrency)
+    log.info("rollout_start", episodes=len(specs), resumed=skipped, continued=len(partial),
+             backend=config.backend, concurrency=config.concurrency)
 
     own_backend = backend is None
     if backend is None:
@@ -136,9 +151,13 @@ async def arun_rollouts(tasks: Sequence[Task], policy: PolicyLike, config: Rollo
         if on_episode is not None:
             on_episode(trajectory, n_done, len(specs))
 
+    def kept(trajectory: Trajectory) -> None:  # a partial episode: written, not counted as done
+        if store is not None:
+            store.append(trajectory)
+
     started = time.perf_counter()
     try:
-        done = await schedule(todo, backend, config.concurrency, on_finished=written)
+        done = await schedule(todo, backend, config.concurrency, on_finished=written, on_partial=kept)
     finally:
         if own_backend:
             await backend.aclose()
@@ -146,20 +165,30 @@ async def arun_rollouts(tasks: Sequence[Task], policy: PolicyLike, config: Rollo
             store.close()
     seconds = time.perf_counter() - started
     finished.update(done.finished)
+    for episode_id in done.finished:
+        partial.pop(episode_id, None)
+    partial.update(done.partial)  # a partial episode not tried again this run stays as it was
 
     ordered = [finished[s.episode_id] for s in specs if s.episode_id in finished]
+    left = [partial[s.episode_id] for s in specs if s.episode_id in partial]
     summary = summarize(ordered)
     summary["run"] = run_record(config, policy=policy_name(policy), model=policy_model(policy),
                                 planned=len(specs), resumed=skipped, ran=len(finished) - skipped,
                                 failed=len(done.errors), seconds=seconds, stopped=done.stopped)
+    continued = sum(1 for s in todo if s.resume is not None)
+    summary["run"]["continued"] = continued
+    summary["run"]["partial"] = len(left)
+    summary["run"]["partial_turns"] = sum(len(t.turns) for t in left)
+    summary["partial"] = [partial_row(t) for t in left]
     summary["errors"] = [e.to_dict() for e in done.errors]
     if store is not None:
         store.sort_episodes({s.episode_id: i for i, s in enumerate(specs)})
         store.write_summary(summary)
-    log.info("rollout_done", episodes=len(ordered), failed=len(done.errors), seconds=round(seconds, 3))
+    log.info("rollout_done", episodes=len(ordered), failed=len(done.errors), partial=len(left),
+             seconds=round(seconds, 3))
     return RolloutResult(trajectories=ordered, summary=summary, errors=done.errors, skipped=skipped,
                          out_dir=store.dir if store is not None else None, seconds=seconds,
-                         stopped=done.stopped)
+                         stopped=done.stopped, partial=left, continued=continued)
 
 
 def run_rollouts(tasks: Sequence[Task], policy: PolicyLike, config: RolloutConfig | None = None,

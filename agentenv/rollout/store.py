@@ -4,9 +4,13 @@
 lands, so a crash loses at most the episodes in flight. Re-opening the same directory resumes:
 the finished episode ids are read back and skipped. A torn last line (the process died while
 writing it) is dropped; any other unreadable line is an error naming the file and line. A
-resumed run must have the same settings and task set (``config.json`` is checked). When a run
-finishes, the file is put in plan order (:meth:`RunStore.sort_episodes`), so two runs of the
-same settings give the same file whatever order their episodes finished in. Every file is
+resumed run must have the same settings and task set (``config.json`` is checked). A partial
+episode (stopped by the infrastructure after a graded turn, see :mod:`agentenv.rollout.partial`)
+is written as a line too; when it is continued, its finished record is appended and supersedes
+it (:func:`latest_records`: per episode, the last finished record, else the last partial one).
+When a run finishes, the file is put in plan order, one line per episode
+(:meth:`RunStore.sort_episodes`), so two runs of the same settings give the same file whatever
+order their episodes finished in and however often they were resumed. Every file is
 created with the mode a plain ``open()`` gives (0666 less the umask), temporary ones included.
 """
 
@@ -15,16 +19,16 @@ from __future__ import annotations
 import json
 import os
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from agentenv.errors import ConfigError
 from agentenv.log import get_logger
-from agentenv.records import Trajectory
+from agentenv.records import PARTIAL_STOP_REASONS, Trajectory
 from agentenv.untrusted import json_line
 
-__all__ = ["CONFIG_FILE", "SUMMARY_FILE", "TRAJECTORIES_FILE", "RunStore", "read_trajectories",
+__all__ = ["CONFIG_FILE", "SUMMARY_FILE", "TRAJECTORIES_FILE", "RunStore", "latest_records", "read_trajectories",
            "temporary_file", "write_json_atomic"]
 
 log = get_logger(__name__)
@@ -81,15 +85,42 @@ def _parse_lines(path: Path) -> tuple[list[Trajectory], int | None]:
     return out, None
 
 
-def read_trajectories(path: str | Path) -> list[Trajectory]:
-    """Every trajectory in a ``trajectories.jsonl`` file (or in a run directory)."""
+def _standing(keys: Sequence[tuple[str | None, bool]]) -> dict[str, int]:
+    """Given (episode id, partial?) of each record in file order: the index of the record that
+    stands for each episode, its last finished one, else (still to be continued) its last
+    partial one. A finished record is never superseded by a partial one."""
+    kept: dict[str, int] = {}
+    for i, (episode_id, partial) in enumerate(keys):
+        if episode_id is None or (partial and episode_id in kept and not keys[kept[episode_id]][1]):
+            continue
+        kept[episode_id] = i
+    return kept
+
+
+def latest_records(trajectories: Iterable[Trajectory]) -> list[Trajectory]:
+    """One record per episode id (see :func:`_standing`), where the id first appears; records
+    without an id are all kept, in place."""
+    items = list(trajectories)
+    keys = [(t.episode_id, t.partial) for t in items]
+    kept = _standing(keys)
+    first: dict[str, int] = {}
+    for i, (episode_id, _) in enumerate(keys):
+        if episode_id is not None:
+            first.setdefault(episode_id, i)
+    return [items[i] if episode_id is None else items[kept[episode_id]]
+            for i, (episode_id, _) in enumerate(keys) if episode_id is None or first[episode_id] == i]
+
+
+def read_trajectories(path: str | Path, *, partial: bool = False) -> list[Trajectory]:
+    """The episodes in a ``trajectories.jsonl`` file (or in a run directory), one record per
+    episode (:func:`latest_records`); episodes still partial only with ``partial=True``."""
     p = Path(path)
     if p.is_dir():
         p = p / TRAJECTORIES_FILE
     if not p.is_file():
         raise ConfigError(f"no trajectories at {p}; pass a run directory written by `agentenv run`")
     trajectories, _torn = _parse_lines(p)
-    return trajectories
+    return [t for t in latest_records(trajectories) if partial or not t.partial]
 
 
 class RunStore:
@@ -103,7 +134,8 @@ class RunStore:
         self._fh: IO[str] | None = None
 
     def open(self, config: Mapping[str, Any], identity: Mapping[str, Any]) -> list[Trajectory]:
-        """Create or resume the run; returns the trajectories already finished.
+        """Create or resume the run; returns the records already written, every line (partial
+        ones and those they were superseded by included: see :func:`latest_records`).
 
         ``config`` is written to ``config.json``; ``identity`` (the settings that define the
         episodes) must equal the stored one when resuming, else ConfigError.
@@ -139,7 +171,7 @@ class RunStore:
         return done
 
     def append(self, trajectory: Trajectory) -> None:
-        """Write one finished episode as one line, flushed to the OS at once."""
+        """Write one episode (finished, or partial) as one line, flushed to the OS at once."""
         if self._fh is None:
             raise RuntimeError("RunStore.open() must be called before append()")
         self._fh.write(json_line(trajectory.to_dict()) + "\n")  # any candidate string fits
@@ -147,22 +179,32 @@ class RunStore:
 
     def sort_episodes(self, order: Mapping[str, int]) -> None:
         """Put the lines of ``trajectories.jsonl`` in plan order (``order`` maps an episode id to
-        its rank; lines it does not rank keep their order, after the ranked ones). Atomic, and
-        a no-op when the file is in order already. Call it once the run's writes are over."""
+        its rank; lines it does not rank keep their order, after the ranked ones), one line per
+        episode: a partial record its finished one supersedes is dropped, as is an older
+        partial one (see :func:`latest_records`). Atomic, and a no-op when the file is in order
+        already. Call it once the run's writes are over."""
         path = self.trajectories_path
         if not path.is_file():
             return
         lines = [line for line in path.read_bytes().split(b"\n") if line.strip()]
+        keys: list[tuple[str | None, bool]] = []
+        for line in lines:
+            try:
+                data = json.loads(line)
+                episode_id = data.get("episode_id")
+                keys.append((episode_id if isinstance(episode_id, str) else None,
+                             data.get("stop_reason") in PARTIAL_STOP_REASONS))
+            except (ValueError, AttributeError):
+                keys.append((None, False))
+        kept = _standing(keys)
+        survivors = [(i, line) for i, line in enumerate(lines)
+                     if (episode_id := keys[i][0]) is None or kept[episode_id] == i]
 
         def rank(item: tuple[int, bytes]) -> tuple[int, int]:
-            try:
-                episode_id = json.loads(item[1]).get("episode_id")
-            except (ValueError, AttributeError):
-                episode_id = None
-            return (order.get(episode_id, len(order)) if isinstance(episode_id, str) else len(order),
-                    item[0])
+            episode_id = keys[item[0]][0]
+            return (order.get(episode_id, len(order)) if episode_id is not None else len(order), item[0])
 
-        ordered = [line for _, line in sorted(enumerate(lines), key=rank)]
+        ordered = [line for _, line in sorted(survivors, key=rank)]
         if ordered == lines:
             return
         fd, tmp = temporary_file(path)

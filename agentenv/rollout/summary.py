@@ -6,6 +6,9 @@ that failed turn 1), ``mean_reward`` (final reward), ``mean_turns``, token count
 cumulative solve rate by turn. Tokens come in two kinds: what the environment counted in the
 conversation (``total``, of which ``generated`` by the policy), and what the model server
 reported (``prompt_tokens``/``completion_tokens``, summed over calls; absent offline).
+Only finished episodes count: a partial one (stopped by the infrastructure after a graded turn,
+to be continued by a resume) is in none of these numbers; the runner lists it under
+``partial`` (:func:`partial_row`) and counts it in ``run.partial``/``run.partial_turns``.
 Deeper analysis (plots, comparisons, revise-vs-resample) lives in :mod:`agentenv.report`.
 """
 
@@ -18,8 +21,8 @@ from typing import Any, TypedDict
 from agentenv.records import Trajectory
 from agentenv.rollout.plan import RolloutConfig
 
-__all__ = ["DifficultyRow", "GroupSummary", "RunRecord", "Summary", "TaskRow", "TokenCounts",
-           "run_record", "summarize", "summarize_group"]
+__all__ = ["DifficultyRow", "GroupSummary", "PartialRow", "RunRecord", "Summary", "TaskRow", "TokenCounts",
+           "partial_row", "run_record", "summarize", "summarize_group"]
 
 
 class TokenCounts(TypedDict):
@@ -75,6 +78,20 @@ class RunRecord(_RunRecordBase, total=False):
     failed: int
     episodes_per_second: float | None
     stopped: str | None
+    continued: int  # episodes continued from a partial record
+    partial: int  # partial episodes left (in no metric), and their graded turns
+    partial_turns: int
+
+
+class PartialRow(TypedDict):
+    """A partial episode in ``summary["partial"]``: stopped, its graded turns kept, in no metric."""
+
+    episode_id: str | None
+    task_name: str
+    sample: int
+    turns: int
+    stop_reason: str | None
+    error: str | None
 
 
 class _SummaryBase(GroupSummary):
@@ -89,6 +106,7 @@ class Summary(_SummaryBase, total=False):
 
     run: RunRecord
     errors: list[dict[str, Any]]
+    partial: list[PartialRow]
     tree: dict[str, Any]
 
 _UNKNOWN = "unknown"
@@ -169,3 +187,12 @@ def run_record(config: RolloutConfig, *, policy: str, model: str | None, planned
         "episodes_per_second": round(ran / seconds, 3) if seconds > 0 else None,
         "stopped": stopped,
     }
+
+
+def partial_row(trajectory: Trajectory) -> PartialRow:
+    """What the summary says of a partial episode (see :mod:`agentenv.rollout.partial`)."""
+    kept = trajectory.metadata.get("partial")
+    error = kept.get("error") if isinstance(kept, dict) else None
+    return {"episode_id": trajectory.episode_id, "task_name": trajectory.task_name,
+            "sample": trajectory.sample, "turns": len(trajectory.turns),
+            "stop_reason": trajectory.stop_reason, "error": str(error) if error is not None else None}
