@@ -9,7 +9,6 @@ They plan the checks (:mod:`agentenv.grading.plan`), hand the job to a sandbox p
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import functools
 import math
@@ -124,6 +123,8 @@ async def arun_tests(
     prelude: str = "",
 ) -> RunResult:
     """The asyncio twin of :func:`run_tests`: same arguments, same result, off the event loop."""
+    import asyncio  # loaded already under a running loop; a top-level import costs every sync caller ~20 ms
+
     loop = asyncio.get_running_loop()
     call = functools.partial(
         run_tests, code_str, checks, timeout, setup_code=setup_code,
