@@ -82,9 +82,9 @@ _MOUNT_OPTIONS = {"ro": MS_RDONLY, "nosuid": MS_NOSUID, "nodev": MS_NODEV, "noex
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 RESULT_FD = 3
 GRACE = 0.25  # seconds of draining after the run has ended
-CPU_RATE = 1.5  # CPUs a run can use at once at most (its cgroup's quota): paces the CPU checks
 CPU_POLL = 0.01  # seconds between CPU checks, at the least
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -113,6 +113,18 @@ class _Libc:
         if self.lib is None:
             return False
         return bool(self.lib.prctl(option, arg, 0, 0, 0) == 0)
+
+    def seccomp_filter(self, program: list[tuple[int, int, int, int]]) -> bool:
+        """Install a classic-BPF seccomp filter (``PR_SET_SECCOMP``; needs no-new-privs first).
+
+        ``program`` is ``(code, jt, jf, k)`` per instruction (``struct sock_filter``).
+        """
+        if self.lib is None:
+            return False
+        ct = self.ctypes
+        code = ct.create_string_buffer(b"".join(struct.pack("=HBBI", *step) for step in program))
+        fprog = ct.create_string_buffer(struct.pack("@HP", len(program), ct.addressof(code)))
+        return bool(self.lib.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, fprog, 0, 0) == 0)
 
     def mount(self, source: str | None, target: str, fstype: str | None, flags: int,
               data: str | None = None) -> None:
@@ -244,6 +256,7 @@ def _become_candidate(channel: dict[str, int], namespaces: bool) -> None:
             _forbid_nested_user_namespaces()
             _libc.drop_capabilities()
         _libc.prctl(PR_SET_NO_NEW_PRIVS, 1)
+        _forbid_autoreaping()
         _write_all(RESULT_FD, READY)  # locked down: see Worker.run
         os.environ.clear()
         _warm_up()
@@ -295,6 +308,51 @@ def _forbid_nested_user_namespaces() -> None:
     for name in ("max_user_namespaces", "max_mnt_namespaces"):
         with contextlib.suppress(OSError), open(f"/proc/sys/user/{name}", "w") as handle:
             handle.write("0")
+
+
+# rt_sigaction's number and the audit arch of machines where it is the only way to change a
+# signal's disposition (no legacy sigaction/signal syscall in the native table).
+_RT_SIGACTION = {"x86_64": (13, 0xC000003E), "amd64": (13, 0xC000003E),
+                 "aarch64": (134, 0xC00000B7), "arm64": (134, 0xC00000B7),
+                 "riscv64": (134, 0xC00000F3)}
+_X32_BIT = 0x40000000  # x86_64's x32 syscalls: another table, refused outright
+_LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
+_SECCOMP_ALLOW, _SECCOMP_EPERM = 0x7FFF0000, 0x00050000 | 1
+
+
+def _forbid_autoreaping() -> None:
+    """Let no process of this run change what ``SIGCHLD`` does (a seccomp filter, inherited).
+
+    A child whose parent ignores ``SIGCHLD`` (``SIG_IGN`` or ``SA_NOCLDWAIT``) is reaped by
+    the kernel the moment it exits, and its CPU time is added to nobody's: it vanishes from
+    everything ``/proc`` shows, so a run could compute in many short-lived children and never
+    be charged for it (:meth:`Worker._cpu_used`). The disposition starts as the default here
+    and every ``rt_sigaction`` that would set one for ``SIGCHLD`` fails with ``EPERM``, as does
+    any syscall through another ABI (i386, x32) that has its own ``sigaction``. Machines
+    without a table entry above (or a kernel without seccomp filters) get no filter.
+    """
+    entry = _RT_SIGACTION.get(platform.machine())
+    if entry is None:
+        return
+    number, arch = entry
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    allow, deny = 11, 12
+    program = [
+        (_LD_W_ABS, 0, 0, 4),                            # 0: arch
+        (_JEQ_K, 0, deny - 2, arch),                     # 1: a foreign ABI: refused
+        (_LD_W_ABS, 0, 0, 0),                            # 2: syscall number
+        (_JGE_K, deny - 4, 0, _X32_BIT),                 # 3: x32: refused
+        (_JEQ_K, 0, allow - 5, number),                  # 4: not rt_sigaction: allowed
+        (_LD_W_ABS, 0, 0, 16),                           # 5: signal number (low word of arg 0)
+        (_JEQ_K, 0, allow - 7, int(signal.SIGCHLD)),     # 6: another signal: allowed
+        (_LD_W_ABS, 0, 0, 24),                           # 7: the new action (arg 1), low word
+        (_JEQ_K, 0, deny - 9, 0),                        # 8: one is given: refused
+        (_LD_W_ABS, 0, 0, 28),                           # 9: its high word
+        (_JEQ_K, allow - 11, deny - 11, 0),              # 10: NULL is only a query: allowed
+        (_RET_K, 0, 0, _SECCOMP_ALLOW),                  # 11
+        (_RET_K, 0, 0, _SECCOMP_EPERM),                  # 12
+    ]
+    _libc.seccomp_filter(program)
 
 
 _WARM_UP_JOB = json.dumps({
@@ -586,6 +644,11 @@ class Worker:
         self.workroot = str(config["workroot"])
         self.clean = True  # False once a wipe of the work area failed: see health()
         self.depth = max(1, int(config.get("prepared", 2)))  # runs kept ready ahead of their jobs
+        # CPUs a run can use at once at most, which paces the CPU checks (see _collect): the
+        # cores it may run on, or fewer where the parent gave the worker a cgroup CPU quota.
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        quota = float(config.get("cpu_rate") or 0)
+        self.cpu_rate = float(min(cores or 1, quota) if quota > 0 else cores or 1)
         self.pid = os.getpid()
         self.zygote = zygote
         self.zygote_pid = zygote_pid
@@ -822,7 +885,7 @@ class Worker:
         timed_out = False
         exited: set[int] = set()
         ended_at: float | None = None
-        check_cpu = time.monotonic() + cpu_limit / CPU_RATE  # the earliest it could be spent
+        check_cpu = time.monotonic() + cpu_limit / self.cpu_rate  # the earliest it could be spent
         try:
             while True:
                 now = time.monotonic()
@@ -830,7 +893,7 @@ class Worker:
                     left = cpu_limit - self._cpu_used(runs, since)
                     if left <= 0:
                         deadline = now  # its CPU time is spent: a timeout, whatever the load
-                    check_cpu = now + max(CPU_POLL, left / CPU_RATE)
+                    check_cpu = now + max(CPU_POLL, left / self.cpu_rate)
                 if ended_at is None and now >= deadline:
                     timed_out = True
                     for run in runs:

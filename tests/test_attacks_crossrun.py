@@ -1,0 +1,355 @@
+"""Attacks on the resource accounting between runs: one submission must never change another's
+verdict or budget, and no submission may escape its own CPU, memory or process accounting.
+
+At GRPO scale samples of many tasks share one pool, run side by side on its workers and back to
+back on each. So each attack here either runs on a pool of one worker, followed by honest work
+that must score exactly what it earns alone (what the attack leaves behind lands on that worker),
+or runs beside honest work on a second worker, or tries to do more work than its own limit allows
+and must be a timeout. Figures compared are verdicts, CPU seconds the run itself reports and
+counts of leftover processes, never wall-clock times. Runs at the strict level (as root in CI).
+"""
+
+from __future__ import annotations
+
+import platform
+import threading
+from collections.abc import Iterator
+
+import pytest
+from support.attacks import strict_pool
+
+from agentenv.sandbox import RunResult, SandboxPool, _cgroup, run_tests
+from agentenv.sandbox.testing import leftover_processes
+
+CHECK = ["assert f() == 1"]
+BURN = """
+import os, time
+def burn(seconds):
+    start = time.process_time()
+    while time.process_time() - start < seconds:
+        pass
+"""
+HONEST_CPU = BURN + "def f():\n    burn(0.3)\n    return 1\n"  # 0.3 s of CPU: passes a 1 s limit
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[SandboxPool]:
+    """One strict worker: every run after an attack lands on the worker the attack ran on."""
+    made = strict_pool(1, "the cross-run attacks")
+    yield made
+    made.close()
+
+
+def honest_passes(pool: SandboxPool) -> RunResult:
+    result = run_tests(HONEST_CPU, CHECK, timeout=1.0, pool=pool)
+    assert result.fraction == 1.0 and not result.timed_out, result
+    return result
+
+
+# --------------------------------------------------------------------------- CPU nobody is charged
+
+# 1.3 s of CPU, in 20 children of 0.065 s each, four at a time, under a 1 s limit. Each way below
+# makes the kernel reap the children by itself, which adds their CPU time to nobody's: an
+# accounting that reads /proc then sees none of it, and the slow solution passes.
+AUTOREAP = BURN + """
+import ctypes, signal
+SA_NOCLDWAIT = 2
+class Action(ctypes.Structure):
+    _fields_ = [('handler', ctypes.c_void_p), ('flags', ctypes.c_ulong),
+                ('restorer', ctypes.c_void_p), ('mask', ctypes.c_ulong * 16)]
+def unwatched():
+    try:
+        if HOW == 'sig_ign':
+            signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+        elif HOW == 'sa_nocldwait':
+            libc = ctypes.CDLL(None, use_errno=True)
+            act = Action(None, SA_NOCLDWAIT)
+            if libc.syscall(13, int(signal.SIGCHLD), ctypes.byref(act), None, 8) != 0:
+                raise OSError(ctypes.get_errno(), 'rt_sigaction')
+        elif HOW == 'i386_sigaction':  # the 32-bit ABI's own sigaction, through int 0x80
+            import mmap, struct
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.mmap.restype = ctypes.c_void_p
+            libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                                  ctypes.c_int, ctypes.c_long]
+            page = libc.mmap(None, 4096, 7, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x40, -1, 0)
+            act = page + 2048  # below 4 GiB (MAP_32BIT): struct old_sigaction32 {SIG_IGN, 0, 0, 0}
+            ctypes.memmove(act, struct.pack('<IIII', 1, 0, 0, 0), 16)
+            code = (b'\\x53\\xb8' + struct.pack('<I', 67) + b'\\xbb' + struct.pack('<I', 17) + b'\\xb9'
+                    + struct.pack('<I', act) + b'\\x31\\xd2\\xcd\\x80\\x5b\\xc3')
+            ctypes.memmove(page, code, len(code))
+            ctypes.CFUNCTYPE(ctypes.c_int)(page)()
+    except OSError:
+        pass  # refused: carry on all the same, the children are then reaped (or left) as usual
+def burners(n):
+    kids = []
+    for _ in range(n):
+        pid = os.fork()
+        if pid == 0:
+            burn(0.065)
+            os._exit(0)
+        kids.append(pid)
+    for pid in kids:
+        while True:
+            try:
+                os.kill(pid, 0)
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    break
+            except (ProcessLookupError, ChildProcessError):
+                break
+            time.sleep(0.002)
+def f():
+    if HOW == 'in_a_middle_process':
+        r, w = os.pipe()
+        if os.fork() == 0:
+            try:
+                signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+            except OSError:
+                pass
+            for _ in range(5):
+                burners(4)
+            os.write(w, b'1')
+            os._exit(0)
+        os.read(r, 1)
+        return 1
+    unwatched()
+    for _ in range(5):
+        burners(4)
+    return 1
+"""
+
+
+@pytest.mark.parametrize("how", ["sig_ign", "sa_nocldwait", "i386_sigaction", "in_a_middle_process"])
+def test_cpu_burnt_in_children_the_kernel_reaps_by_itself_still_counts(
+        pool: SandboxPool, how: str) -> None:
+    """Children reaped by the kernel (their parent ignores SIGCHLD, or asks for SA_NOCLDWAIT,
+    through the native ABI or the 32-bit one, in the run's first process or any other) would take
+    their CPU time with them: a solution that
+    needs 1.3 s of CPU in such children under a 1 s limit is a timeout, not a pass."""
+    if how == "i386_sigaction" and platform.machine() not in ("x86_64", "amd64"):
+        pytest.skip("int 0x80 is x86_64's way into the 32-bit ABI")
+    result = run_tests(AUTOREAP.replace("HOW", repr(how)), CHECK, timeout=1.0, pool=pool)
+    assert result.timed_out and result.fraction == 0.0, result
+    assert leftover_processes(pool) == []
+    honest_passes(pool)
+
+
+HONEST_CHILDREN = BURN + """
+import multiprocessing, subprocess, sys
+def work(queue):
+    burn(0.05)
+    queue.put(1)
+def f():
+    out = subprocess.run([sys.executable, '-c', 'print(1)'], capture_output=True, text=True)
+    queue = multiprocessing.get_context('fork').Queue()
+    procs = [multiprocessing.get_context('fork').Process(target=work, args=(queue,)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    got = sum(queue.get(timeout=5) for _ in procs)
+    for p in procs:
+        p.join()
+    import signal
+    assert signal.getsignal(signal.SIGCHLD) == signal.SIG_DFL
+    return int(out.stdout) if got == 4 else 0
+"""
+
+
+def test_children_waited_for_as_usual_still_work(pool: SandboxPool) -> None:
+    """The control: subprocess and multiprocessing children, reaped the ordinary way."""
+    result = run_tests(HONEST_CHILDREN, CHECK, timeout=2.0, pool=pool)
+    assert result.fraction == 1.0, result
+
+
+# Two children burn 0.6 s of CPU each at once: 1.2 s under a 1 s limit, all of it before the
+# first check a worker pacing its checks for a 1.5-CPU quota would make (at 0.67 s).
+PARALLEL = BURN + """
+def f():
+    kids = []
+    for _ in range(2):
+        pid = os.fork()
+        if pid == 0:
+            burn(0.6)
+            os._exit(0)
+        kids.append(pid)
+    for pid in kids:
+        os.waitpid(pid, 0)
+    times = os.times()
+    return 1 if times.children_user + times.children_system >= 1.15 else 0
+"""
+
+
+def test_without_a_cpu_quota_the_checks_keep_up_with_every_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker with no cgroup (so no CPU quota) may use every core at once: its CPU checks
+    must come as often as that could spend the budget, so 1.2 s of CPU on two cores is a timeout
+    under a 1 s limit, however soon it ends."""
+    monkeypatch.setattr(_cgroup, "create", lambda: None)
+    made = strict_pool(1, "a quota-free worker")
+    with made:
+        assert dict(run_tests("def f():\n    return 1\n", CHECK, pool=made).limits_enforced)["cpu"] \
+            == "per-process"
+        for _round in range(2):
+            result = run_tests(PARALLEL, CHECK, timeout=1.0, pool=made)
+            assert result.timed_out and result.fraction == 0.0, result
+        assert leftover_processes(made) == []
+
+
+# --------------------------------------------------------------------------- left for the next run
+
+# Ends normally (its first process returns) while a child still holds most of the memory limit
+# and the run's tmpfs holds 210 MiB more: the kernel frees all of it only as the run is torn
+# down, which the worker does not wait for before the next job.
+MEMORY_LEFT = """
+import os, time
+if os.fork() == 0:
+    blob = bytearray(800 << 20)
+    for i in range(0, len(blob), 4096):
+        blob[i] = 1
+    time.sleep(30)
+    os._exit(0)
+for k in range(7):
+    with open(f'/tmp/fill{k}', 'wb') as handle:
+        for _ in range(30):
+            handle.write(b'x' * (1 << 20))
+time.sleep(0.6)
+def f():
+    return 1
+"""
+NEEDS_900_MIB = """
+def f():
+    blob = bytearray(900 << 20)
+    for i in range(0, len(blob), 4096):
+        blob[i] = 1
+    return 1
+"""
+
+
+@pytest.mark.slow
+def test_memory_a_finished_run_leaves_is_never_charged_to_the_next(pool: SandboxPool) -> None:
+    """After a run that ended with 1 GiB still held (a child, files in its tmpfs), honest work
+    needing 900 MiB of its 1 GiB limit on the same worker passes, round after round."""
+    if "memory" not in _cgroup.available()[0]:
+        pytest.skip("no writable memory cgroup here: memory is per-process")
+    for _round in range(3):
+        assert run_tests(MEMORY_LEFT, CHECK, timeout=3.0, pool=pool).fraction == 1.0
+        result = run_tests(NEEDS_900_MIB, CHECK, timeout=3.0, pool=pool)
+        assert result.fraction == 1.0, result
+    assert leftover_processes(pool) == []
+
+
+SPINNERS = """
+import os
+for _ in range(8):
+    if os.fork() == 0:
+        while True:
+            pass
+while True:
+    pass
+def f():
+    return 1
+"""
+
+
+def test_a_cpu_hog_killed_at_its_limit_leaves_no_debt_for_the_next_run(pool: SandboxPool) -> None:
+    """Eight spinning processes run into the quota until killed; the next run on that worker
+    gets its whole budget (no throttling carried over, the CPU weight back to an ordinary one)."""
+    for _round in range(2):
+        hog = run_tests(SPINNERS, CHECK, timeout=1.0, pool=pool)
+        assert hog.timed_out and hog.fraction == 0.0
+        honest_passes(pool)
+    for worker in list(pool._workers):
+        if worker.cgroup is not None and "cpu" in worker.cgroup.dirs:
+            name = "cpu.shares" if worker.cgroup.version == 1 else "cpu.weight"
+            with open(f"{worker.cgroup.dirs['cpu']}/{name}") as handle:
+                assert int(handle.read()) in (100, 1024)
+    assert leftover_processes(pool) == []
+
+
+# Fills the run's process allowance with what usually outlives a parent: unreaped zombies,
+# stopped children, a traced child stopped under ptrace, a setsid daemon; then ends normally.
+PROCESSES_LEFT = """
+import ctypes, os, signal, time
+libc = ctypes.CDLL(None, use_errno=True)
+made = 0
+for k in range(200):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        if k % 4 == 1:
+            os.kill(os.getpid(), signal.SIGSTOP)
+        elif k % 4 == 2:
+            libc.ptrace(0, 0, None, None)  # PTRACE_TRACEME, then stop under the tracer
+            os.kill(os.getpid(), signal.SIGSTOP)
+        elif k % 4 == 3:
+            os.setsid()
+            time.sleep(60)
+        os._exit(0)
+    made += 1
+time.sleep(0.2)
+def f():
+    return 1 if made > 20 else 0
+"""
+FORKS_50 = """
+import os
+def f():
+    kids = []
+    for _ in range(50):
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        kids.append(pid)
+    for pid in kids:
+        os.waitpid(pid, 0)
+    return 1
+"""
+
+
+def test_zombies_stopped_and_traced_children_never_use_up_the_next_runs_processes(
+        pool: SandboxPool) -> None:
+    """What a run leaves of its process allowance is gone for the next: 50 forks pass."""
+    for _round in range(2):
+        assert run_tests(PROCESSES_LEFT, CHECK, timeout=2.0, pool=pool).fraction == 1.0
+        result = run_tests(FORKS_50, CHECK, timeout=2.0, pool=pool)
+        assert result.fraction == 1.0, result
+    assert leftover_processes(pool) == []
+
+
+# --------------------------------------------------------------------------- beside another run
+
+BESIDE = {
+    "fork_storm": "import os\nwhile True:\n    try:\n        pid = os.fork()\n    except OSError:\n"
+                  "        continue\n    if pid == 0:\n        os._exit(0)\n    os.waitpid(pid, 0)\n",
+    "memory_churn": "while True:\n    blob = bytearray(700 << 20)\n    for i in range(0, len(blob), 4096):\n"
+                    "        blob[i] = 1\n    del blob\n",
+    "page_cache_churn": "import os\nwhile True:\n    for root, _, files in os.walk('/usr/lib'):\n"
+                        "        for name in files:\n            try:\n"
+                        "                with open(os.path.join(root, name), 'rb') as h:\n"
+                        "                    while h.read(1 << 20):\n                        pass\n"
+                        "            except OSError:\n                pass\n",
+}
+
+
+@pytest.mark.slow
+def test_an_attack_on_one_worker_does_not_time_out_honest_work_on_another() -> None:
+    """A fork storm, memory churn at the limit and page-cache churn, each on its own worker
+    beside honest work needing 0.3 s of its 1 s: the honest work passes every time."""
+    made = strict_pool(4, "the side-by-side attacks")
+    with made:
+        verdicts: list[tuple[str, float, bool]] = []
+        attacks: list[RunResult] = []
+
+        def attack(code: str) -> None:
+            attacks.append(run_tests(code + "def f():\n    return 1\n", CHECK, timeout=1.5, pool=made))
+
+        for name, code in BESIDE.items():
+            threads = [threading.Thread(target=attack, args=(code,)) for _ in range(2)]
+            for t in threads:
+                t.start()
+            honest = run_tests(HONEST_CPU, CHECK, timeout=1.0, pool=made)
+            verdicts.append((name, honest.fraction, honest.timed_out))
+            for t in threads:
+                t.join(timeout=60)
+        assert all(fraction == 1.0 and not timed_out for _, fraction, timed_out in verdicts), verdicts
+        assert len(attacks) == 2 * len(BESIDE) and all(a.fraction == 0.0 for a in attacks)
+        assert leftover_processes(made) == []
