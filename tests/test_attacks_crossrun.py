@@ -238,6 +238,65 @@ def test_memory_a_finished_run_leaves_is_never_charged_to_the_next(pool: Sandbox
     assert leftover_processes(pool) == []
 
 
+READ_FILES = """
+import os
+read = 0
+for top in ('/usr', '/opt', '/root', '/home'):
+    for root, dirs, files in os.walk(top):
+        for name in files:
+            try:
+                with open(os.path.join(root, name), 'rb') as handle:
+                    while True:
+                        block = handle.read(1 << 20)
+                        if not block:
+                            break
+                        read += len(block)
+            except OSError:
+                pass
+            if read > 1300 << 20:
+                break
+        if read > 1300 << 20:
+            break
+def f():
+    return read >> 20
+"""
+ALLOCATE = """
+import os
+def f():
+    before = os.times()
+    blob = bytearray(960 << 20)
+    for i in range(0, len(blob), 4096):
+        blob[i] = 1
+    after = os.times()
+    return round(1000 * (after.user - before.user + after.system - before.system))
+"""
+
+
+def reported(result: RunResult) -> int:
+    """The int ``f()`` returned, from the failed ``f() == -1`` check that carries it."""
+    assert result.failures and "returned " in result.failures[0].message, result
+    return int(result.failures[0].message.rsplit("returned ", 1)[1].split(",")[0])
+
+
+@pytest.mark.slow
+def test_page_cache_a_run_leaves_is_not_reclaimed_on_the_next_runs_clock(pool: SandboxPool) -> None:
+    """A run reads over a gigabyte of files, whose page cache stays charged to the worker's
+    cgroup; the next run allocating 960 MiB of its 1 GiB limit spends no more CPU doing so than
+    after a run that read nothing (it would otherwise pay for reclaiming that cache)."""
+    if "memory" not in _cgroup.available()[0]:
+        pytest.skip("no writable memory cgroup here: memory is per-process")
+    probe = ["assert f() == -1"]
+    alone = sorted(reported(run_tests(ALLOCATE, probe, timeout=5.0, pool=pool)) for _ in range(3))
+    after = []
+    for _round in range(3):
+        read = reported(run_tests(READ_FILES, probe, timeout=20.0, pool=pool))
+        if read < 800:
+            pytest.skip(f"only {read} MiB of files are readable in the sandbox here")
+        after.append(reported(run_tests(ALLOCATE, probe, timeout=5.0, pool=pool)))
+    print(f"[memory] CPU ms to allocate 960 MiB: alone {alone}, after reading a gigabyte {sorted(after)}")
+    assert sorted(after)[1] <= alone[1] + 40, (alone, after)
+
+
 SPINNERS = """
 import os
 for _ in range(8):

@@ -289,6 +289,7 @@ class _WorkerHandle:
         if self.cgroup is not None:
             try:
                 self.cgroup.set_limits(limits.memory, limits.processes)
+                self.cgroup.reclaim()
             except OSError as exc:
                 raise WorkerDied(f"could not set the worker's cgroup limits ({exc})") from None
         payload = json.dumps({**job, "workdir": self.workdir, "env": self.child_env()}).encode("utf-8")
