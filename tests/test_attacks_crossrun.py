@@ -50,9 +50,9 @@ def honest_passes(pool: SandboxPool) -> RunResult:
 
 # --------------------------------------------------------------------------- CPU nobody is charged
 
-# 1.3 s of CPU, in 20 children of 0.065 s each, four at a time, under a 1 s limit. Each way below
-# makes the kernel reap the children by itself, which adds their CPU time to nobody's: an
-# accounting that reads /proc then sees none of it, and the slow solution passes.
+# 1.3 s of CPU, in 20 children of 0.065 s each, four at a time, under a 1 s limit. The first
+# ways below make the kernel reap the children by itself, which adds their CPU time to nobody's:
+# an accounting that reads /proc then sees none of it, and the slow solution passes.
 AUTOREAP = BURN + """
 import ctypes, signal
 SA_NOCLDWAIT = 2
@@ -101,6 +101,26 @@ def burners(n):
                 break
             time.sleep(0.002)
 def f():
+    if HOW == 'short_lived_threads':
+        import threading
+        for _ in range(20):
+            t = threading.Thread(target=burn, args=(0.065,))
+            t.start()
+            t.join()
+        return 1
+    if HOW == 'orphans_nobody_waits_for':  # their parent leaves at once: they are the init's
+        r, w = os.pipe()
+        for _ in range(5):
+            if os.fork() == 0:
+                for _ in range(4):
+                    if os.fork() == 0:
+                        burn(0.065)
+                        os.write(w, b'1')
+                        os._exit(0)
+                os._exit(0)
+        for _ in range(20):
+            os.read(r, 1)
+        return 1
     if HOW == 'in_a_middle_process':
         r, w = os.pipe()
         if os.fork() == 0:
@@ -121,13 +141,14 @@ def f():
 """
 
 
-@pytest.mark.parametrize("how", ["sig_ign", "sa_nocldwait", "i386_sigaction", "in_a_middle_process"])
-def test_cpu_burnt_in_children_the_kernel_reaps_by_itself_still_counts(
+@pytest.mark.parametrize("how", ["sig_ign", "sa_nocldwait", "i386_sigaction", "in_a_middle_process",
+                                 "short_lived_threads", "orphans_nobody_waits_for"])
+def test_cpu_burnt_in_processes_and_threads_that_are_gone_still_counts(
         pool: SandboxPool, how: str) -> None:
     """Children reaped by the kernel (their parent ignores SIGCHLD, or asks for SA_NOCLDWAIT,
     through the native ABI or the 32-bit one, in the run's first process or any other) would take
-    their CPU time with them: a solution that
-    needs 1.3 s of CPU in such children under a 1 s limit is a timeout, not a pass."""
+    their CPU time with them; threads that have exited, and orphans left as zombies, must not
+    either: a solution that needs 1.3 s of CPU done that way under a 1 s limit is a timeout."""
     if how == "i386_sigaction" and platform.machine() not in ("x86_64", "amd64"):
         pytest.skip("int 0x80 is x86_64's way into the 32-bit ABI")
     result = run_tests(AUTOREAP.replace("HOW", repr(how)), CHECK, timeout=1.0, pool=pool)
