@@ -11,6 +11,7 @@ counts of leftover processes, never wall-clock times. Runs at the strict level (
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import threading
@@ -480,3 +481,63 @@ def test_samples_of_a_long_limit_task_do_not_starve_a_short_limit_tasks_honest_s
                 t.join(timeout=60)
             assert [g.fraction for g in greedy] == [1.0] * hogs
         assert verdicts == [(1.0, False)] * 2, verdicts
+
+
+# --------------------------------------------------------------------------- what the worker counts
+
+BURN_THEN_WAIT = ("import time\nt = time.process_time()\nwhile time.process_time() - t < SECONDS: pass\n"
+                  "print('burnt', flush=True)\ntime.sleep(60)\n")
+
+
+def test_the_worker_counts_the_runs_processes_by_parentage_not_by_pid(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What ``_cpu_used`` charges a run, with this test process standing in for the zygote:
+    a zygote child forked during the run (a prepared run) is not the run's, and a process of the
+    run is, even when its pid is one the worker has seen before (pids are reused: a run can
+    cycle through all 32768 of a small pid space in seconds)."""
+    import subprocess
+    import sys
+
+    from agentenv.sandbox import _worker
+
+    tick = os.sysconf("SC_CLK_TCK")
+    since = int(time.clock_gettime(time.CLOCK_BOOTTIME) * tick)
+    time.sleep(2 / tick)
+    # A zygote child started during the run, as a prepared run forked while it goes on is.
+    prepared = subprocess.Popen([sys.executable, "-c", BURN_THEN_WAIT.replace("SECONDS", "0.6")],
+                                stdout=subprocess.PIPE)
+    # A process of the run (not a zygote child) whose pid the worker also holds as an earlier
+    # run's, handed to the zygote to reap.
+    middle = subprocess.Popen([sys.executable, "-c",
+                               "import subprocess, sys\n"
+                               f"p = subprocess.Popen([sys.executable, '-c', "
+                               f"{BURN_THEN_WAIT.replace('SECONDS', '0.3')!r}])\n"
+                               "print(p.pid, flush=True)\np.wait()\n"], stdout=subprocess.PIPE)
+    try:
+        assert prepared.stdout is not None and middle.stdout is not None
+        assert prepared.stdout.readline().strip() == b"burnt"
+        run_pid = int(middle.stdout.readline())
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # until the run's process has burnt its 0.3 s
+            with open(f"/proc/{run_pid}/stat", "rb") as handle:
+                data = handle.read()
+            if sum(int(x) for x in data[data.rindex(b")") + 2:].split()[11:13]) >= 0.29 * tick:
+                break
+            time.sleep(0.02)
+        worker = object.__new__(_worker.Worker)
+        worker.namespaces = True
+        worker.zygote_pid = os.getpid()
+        worker.ready, worker.unreaped = _worker.collections.deque(), [run_pid]
+        listed = [str(p) for p in (prepared.pid, middle.pid, run_pid)]
+        real_listdir = os.listdir
+        monkeypatch.setattr(_worker.os, "listdir",
+                            lambda path=".": listed if path == "/proc" else real_listdir(path))
+        used = worker._cpu_used([], since)
+        monkeypatch.undo()
+        assert 0.28 <= used < 0.5, used  # the run's 0.3 s; not the prepared run's 0.6 s
+    finally:
+        for proc in (prepared, middle):
+            proc.kill()
+            proc.wait()
+        with contextlib.suppress(ProcessLookupError, NameError):
+            os.kill(run_pid, 9)

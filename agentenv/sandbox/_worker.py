@@ -654,9 +654,6 @@ class Worker:
         self.zygote_pid = zygote_pid
         self.ready: collections.deque[_Prepared] = collections.deque()
         self.unreaped: list[int] = []
-        # Handed to the zygote to reap: until it has, their CPU time still shows in /proc and
-        # must not be charged to the next run.
-        self.reaping: set[int] = set()
         self.forks_pending = 0
         self.confirm_early = True  # see _confirm_all; False where runs never become dumpable
 
@@ -799,11 +796,8 @@ class Worker:
         the fallback level the shared work directory is emptied, and a wipe that fails marks
         this worker unhealthy instead of raising (see :meth:`health`).
         """
-        self.reaping = {pid for pid in self.reaping if os.path.exists(f"/proc/{pid}")}
         while self.unreaped:  # the zygote reaps these whenever they end
-            pid = self.unreaped.pop()
-            self.zygote.sendall(_COMMAND.pack(b"D", pid))
-            self.reaping.add(pid)
+            self.zygote.sendall(_COMMAND.pack(b"D", self.unreaped.pop()))
         if not self.hermetic:
             self.clean = _cleanup.remove_contents(self.workroot) and self.clean
         self.prepare()  # confirmed when the next job comes (run), by when they are long done
@@ -829,31 +823,32 @@ class Worker:
     def _cpu_used(self, runs: list[_Prepared], since: int) -> float:
         """CPU seconds the run's processes have used so far (with the children they reaped).
 
-        In namespaces every process this worker can see belongs to the run, except the worker,
-        its zygote, bubblewrap's init, the runs prepared or reaped apart from it, and anything
-        that started before this run did (what is left of earlier runs until the zygote has
-        reaped it): so whatever the candidate forked counts too, and nothing another run used
-        is ever charged to this one. At the rlimits level only ``G`` (and ``J``) are read.
+        In namespaces every process this worker can see belongs to the run except the worker,
+        bubblewrap's init, the zygote and the zygote's other children (runs prepared, or ended
+        and not yet reaped, including one forked while this run goes on), and anything that
+        started before this run did (what is left of earlier runs until the zygote has reaped
+        it). No process of the run is ever a child of the zygote but ``G`` and ``J`` (orphans
+        are the run's own init's), so whatever the candidate forked counts too, whatever pid it
+        was given, and nothing another run (or a prepared one) used is ever charged to this one.
+        At the rlimits level only ``G`` (and ``J``) are read.
         """
+        own = {r.pid for r in runs}
         if self.namespaces:
-            others = {os.getpid(), self.zygote_pid, 1, *(r.pid for r in self.ready),
-                      *self.unreaped, *self.reaping}
             try:
                 pids = [int(n) for n in os.listdir("/proc") if n.isdigit()]
             except OSError:
-                pids = [r.pid for r in runs]
-            pids = [p for p in pids if p not in others]
+                pids = list(own)
+            pids = [p for p in pids if p not in (os.getpid(), self.zygote_pid, 1)]
         else:
-            pids = [r.pid for r in runs]
-        own = {r.pid for r in runs}
+            pids = list(own)
         total = 0
         for pid in pids:
             try:
                 with open(f"/proc/{pid}/stat", "rb") as handle:
                     data = handle.read()
                 fields = data[data.rindex(b")") + 2:].split()
-                if pid not in own and int(fields[19]) < since:
-                    continue  # started before this run: left over from an earlier one
+                if pid not in own and (int(fields[1]) == self.zygote_pid or int(fields[19]) < since):
+                    continue  # another run (prepared, or an earlier one), or left over from one
                 total += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
             except (OSError, ValueError, IndexError):
                 continue  # gone in between: its time is now in its parent's
