@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import pytest
 from support.attacks import strict_pool
 
-from agentenv.sandbox import RunResult, SandboxPool, _cgroup, run_tests
+from agentenv.sandbox import Limits, RunResult, SandboxPool, _cgroup, run_tests
 from agentenv.sandbox.testing import leftover_processes
 
 CHECK = ["assert f() == 1"]
@@ -257,6 +257,40 @@ def test_memory_a_finished_run_leaves_is_never_charged_to_the_next(pool: Sandbox
         assert run_tests(MEMORY_LEFT, CHECK, timeout=3.0, pool=pool).fraction == 1.0
         result = run_tests(NEEDS_900_MIB, CHECK, timeout=3.0, pool=pool)
         assert result.fraction == 1.0, result
+    assert leftover_processes(pool) == []
+
+
+# Ends normally while a child that has closed its copies of the run's pipes (so the worker does
+# not wait for it) still holds 900 MiB: freed only moments after the worker has replied.
+HOLDS_AT_THE_END = """
+import os, time
+if os.fork() == 0:
+    os.closerange(0, 256)
+    blob = bytearray(900 << 20)
+    for i in range(0, len(blob), 4096):
+        blob[i] = 1
+    time.sleep(30)
+    os._exit(0)
+time.sleep(0.8)
+def f():
+    return 1
+"""
+
+
+@pytest.mark.slow
+def test_a_smaller_memory_limit_right_after_a_big_run_keeps_the_worker(pool: SandboxPool) -> None:
+    """The next run on the worker asks for a 256 MiB limit while the last one's 900 MiB is still
+    being freed: it is graded on that same worker (the kernel refusing the lower limit for a
+    moment is waited out, not taken for a dead worker), round after round."""
+    if "memory" not in _cgroup.available()[0]:
+        pytest.skip("no writable memory cgroup here: memory is per-process")
+    small = Limits(memory=256 << 20)
+    workers = pool.worker_pids
+    for _round in range(3):
+        assert run_tests(HOLDS_AT_THE_END, CHECK, timeout=3.0, pool=pool).fraction == 1.0
+        result = run_tests("def f():\n    return 1\n", CHECK, pool=pool, limits=small)
+        assert result.fraction == 1.0, result
+        assert pool.worker_pids == workers  # never replaced
     assert leftover_processes(pool) == []
 
 

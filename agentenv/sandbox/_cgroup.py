@@ -18,6 +18,7 @@ says which held. Trusted side only.
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import os
 import signal
@@ -32,6 +33,7 @@ __all__ = ["MEMORY_ALLOWANCE", "PIDS_ALLOWANCE", "WorkerCgroup", "available", "c
 MEMORY_ALLOWANCE = 192 * 1024**2  # the worker's own processes and page tables, and the kernel's
 LEFTOVER = 64 * 1024**2  # charged between runs beyond this (page cache left by one): reclaimed
 PIDS_ALLOWANCE = 16  # bubblewrap (2), fork server, zygote, prepared runs, a judge, slack
+SETTLE = 2.0  # seconds a new memory limit waits for an earlier run's memory to be freed
 CPU_SHARE = 1.5  # CPUs a worker may use at once: a run's CPU time is at most this times its wall time
 _CONTROLLERS = ("memory", "pids", "cpu")
 _ROOT = "/sys/fs/cgroup"
@@ -67,7 +69,7 @@ class WorkerCgroup:
             value = "max" if memory is None else str(memory + MEMORY_ALLOWANCE)
             if self.version == 1:
                 value = "-1" if memory is None else value
-                _write(self.dirs["memory"], "memory.limit_in_bytes", value)
+                _write_limit(self.dirs["memory"], "memory.limit_in_bytes", value)
             else:
                 _write(self.dirs["memory"], "memory.max", value)
                 _write(self.dirs["memory"], "memory.swap.max", "0", quiet=True)
@@ -151,6 +153,25 @@ class WorkerCgroup:
                     break
                 except OSError:
                     time.sleep(0.02)
+
+
+def _write_limit(directory: str, name: str, value: str) -> None:
+    """Lower (or raise) a v1 memory limit, waiting out an earlier run's teardown.
+
+    The kernel refuses a limit below what is charged (``EBUSY``) when it cannot reclaim the
+    difference: memory of an earlier run's processes, which the worker does not wait to see
+    freed before its next job. That is freed within moments, so the write is retried for up to
+    :data:`SETTLE` seconds before it raises.
+    """
+    deadline = time.monotonic() + SETTLE
+    while True:
+        try:
+            _write(directory, name, value)
+            return
+        except OSError as exc:
+            if exc.errno != errno.EBUSY or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _write(directory: str, name: str, value: str, *, quiet: bool = False) -> None:
