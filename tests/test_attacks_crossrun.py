@@ -576,3 +576,51 @@ def test_the_worker_counts_the_runs_processes_by_parentage_not_by_pid(
             proc.wait()
         with contextlib.suppress(ProcessLookupError, NameError):
             os.kill(run_pid, 9)
+
+
+# --------------------------------------------------------------------------- a mixed batch
+
+HONEST_BATCH = [
+    HONEST_CPU,
+    "def f():\n    return 2\n",  # wrong: fails alone and beside the attacks alike
+    NEEDS_900_MIB.replace("900", "600"),
+    HONEST_CHILDREN,
+    "import time\ndef f():\n    time.sleep(0.3)\n    return 1\n",
+]
+ATTACK_BATCH = [
+    AUTOREAP.replace("HOW", repr("sig_ign")),
+    MEMORY_LEFT,
+    HOLDS_AT_THE_END,
+    SPINNERS,
+    PROCESSES_LEFT,
+    READ_FILES,
+    BESIDE["fork_storm"] + "def f():\n    return 1\n",
+]
+
+
+@pytest.mark.slow
+def test_a_batch_scores_the_same_alone_and_mixed_with_every_attack_above() -> None:
+    """GRPO's shape: honest samples share a pool with the attacks of this file, side by side
+    and back to back on the same workers; each honest sample scores exactly what it scores alone."""
+    made = strict_pool(6, "the mixed batch")
+    with made:
+        alone = [run_tests(code, CHECK, timeout=2.0, pool=made).fraction for code in HONEST_BATCH]
+        assert alone == [1.0, 0.0, 1.0, 1.0, 1.0], alone
+        mixed: dict[int, float] = {}
+
+        def honest(i: int) -> None:
+            for _ in range(2):  # back to back, after whatever ran on that worker before
+                mixed[i] = min(mixed.get(i, 1.0), run_tests(HONEST_BATCH[i], CHECK, timeout=2.0,
+                                                              pool=made).fraction)
+
+        def attack(code: str) -> None:
+            run_tests(code, CHECK, timeout=1.5, pool=made)
+
+        threads = [threading.Thread(target=attack, args=(code,)) for code in ATTACK_BATCH]
+        threads += [threading.Thread(target=honest, args=(i,)) for i in range(len(HONEST_BATCH))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert [mixed[i] for i in range(len(HONEST_BATCH))] == alone
+        assert leftover_processes(made) == []
