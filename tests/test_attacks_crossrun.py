@@ -354,6 +354,17 @@ def test_page_cache_a_run_leaves_is_not_reclaimed_on_the_next_runs_clock(pool: S
     assert sorted(after)[1] <= alone[1] + 40, (alone, after)
 
 
+def test_one_process_cannot_hold_more_than_the_memory_limit(pool: SandboxPool) -> None:
+    """1150 MiB in one process, under the default 1 GiB limit: killed, not a pass (the worker's
+    cgroup allows the limit plus what the idle worker holds, 17 MiB here, and a little slack for
+    its buffers; a fixed 192 MiB allowance handed the rest to the run). 960 MiB still passes."""
+    if "memory" not in _cgroup.available()[0]:
+        pytest.skip("no writable memory cgroup here: memory is per-process")
+    result = run_tests(NEEDS_900_MIB.replace("900", "1150"), CHECK, timeout=3.0, pool=pool)
+    assert result.fraction == 0.0, result
+    assert run_tests(NEEDS_900_MIB.replace("900", "960"), CHECK, timeout=3.0, pool=pool).fraction == 1.0
+
+
 SPINNERS = """
 import os
 for _ in range(8):

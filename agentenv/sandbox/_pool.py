@@ -288,8 +288,8 @@ class _WorkerHandle:
                              "max_result": limits.max_result_bytes}).encode("utf-8")
         if self.cgroup is not None:
             try:
+                self.cgroup.reclaim()  # first: what it frees is not the next run's allowance
                 self.cgroup.set_limits(limits.memory, limits.processes)
-                self.cgroup.reclaim()
             except OSError as exc:
                 raise WorkerDied(f"could not set the worker's cgroup limits ({exc})") from None
         payload = json.dumps({**job, "workdir": self.workdir, "env": self.child_env()}).encode("utf-8")
