@@ -10,8 +10,8 @@
   no-new-privs and a seccomp filter that keeps ``SIGCHLD``'s disposition (so every process's
   CPU time reaches the run's count). The host uid behind the sandbox is never 0: when the
   caller is root, the worker is started through ``_launch`` as host uid :data:`SANDBOX_UID`,
-  so the kernel applies
-  ``RLIMIT_NPROC`` (it never does to uid 0) and the sandbox owns nothing on the host.
+  so the kernel applies ``RLIMIT_NPROC`` (it never does to uid 0) and the sandbox owns
+  nothing on the host.
 - ``"rlimits"``: the fallback where bubblewrap is missing or refused (macOS, locked-down
   containers): a plain worker process whose forked runs get rlimits (no process-count limit,
   which the kernel counts per user across the machine), their own session (process group)
