@@ -142,8 +142,9 @@ def f():
 """
 
 
-@pytest.mark.parametrize("how", ["sig_ign", "sa_nocldwait", "i386_sigaction", "in_a_middle_process",
-                                 "short_lived_threads", "orphans_nobody_waits_for"])
+@pytest.mark.parametrize("how", ["sig_ign", "i386_sigaction", *(
+    pytest.param(how, marks=pytest.mark.slow)
+    for how in ("sa_nocldwait", "in_a_middle_process", "short_lived_threads", "orphans_nobody_waits_for"))])
 def test_cpu_burnt_in_processes_and_threads_that_are_gone_still_counts(
         pool: SandboxPool, how: str) -> None:
     """Children reaped by the kernel (their parent ignores SIGCHLD, or asks for SA_NOCLDWAIT,
@@ -378,6 +379,7 @@ def f():
 """
 
 
+@pytest.mark.slow
 def test_a_cpu_hog_killed_at_its_limit_leaves_no_debt_for_the_next_run(pool: SandboxPool) -> None:
     """Eight spinning processes run into the quota until killed; the next run on that worker
     gets its whole budget (no throttling carried over, the CPU weight back to an ordinary one)."""
