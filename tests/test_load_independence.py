@@ -118,7 +118,7 @@ def test_cpu_left_over_from_an_earlier_run_is_never_charged_to_the_next() -> Non
     worker = object.__new__(_worker.Worker)
     worker.namespaces = True
     worker.zygote_pid = earlier.pid + 10**7  # no such process
-    worker.ready, worker.unreaped, worker.reaping = _worker.collections.deque(), [], set()
+    worker.ready, worker.unreaped = _worker.collections.deque(), []
     def burnt(pid: int) -> float:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             data = handle.read()

@@ -3,10 +3,11 @@
 A worker runs one candidate at a time, so a cgroup around the worker bounds that run: every
 process and thread it starts (``pids``), all the memory its processes and its tmpfs files
 use together (``memory``), whatever uid they run as, and the CPU all of them may burn at once
-(``cpu``: :data:`CPU_SHARE` CPUs, so a run's total CPU time is bounded by its wall time). The limits are the run's own plus a fixed
+(``cpu``: :data:`CPU_SHARE` CPUs, so a run's total CPU time is bounded by its wall time). The limits are the run's own plus an
 allowance for the worker's resident processes (bubblewrap, the fork server, its zygote, the
-runs prepared ahead); the candidate makes itself the preferred OOM victim, so going over the
-memory limit kills the run and never the worker.
+runs prepared ahead: for memory, what they are measured to hold before the run); the candidate
+makes itself the preferred OOM victim, so going over the memory limit kills the run and never
+the worker.
 
 Both hierarchies are supported: cgroup v2 when this process's cgroup delegates the
 controllers (``cgroup.subtree_control``), else the v1 ``pids``, ``memory`` and ``cpu``
@@ -18,6 +19,7 @@ says which held. Trusted side only.
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import os
 import signal
@@ -29,8 +31,12 @@ from agentenv import settings
 
 __all__ = ["MEMORY_ALLOWANCE", "PIDS_ALLOWANCE", "WorkerCgroup", "available", "create"]
 
-MEMORY_ALLOWANCE = 192 * 1024**2  # the worker's own processes and page tables, and the kernel's
+MEMORY_ALLOWANCE = 192 * 1024**2  # at most, for the worker's own processes and page tables, and the kernel's
+WORKER_SLACK = 48 * 1024**2  # what the worker may buffer during a run (its result pipes), beyond its idle size
+_STEP = 16 * 1024**2  # the allowance is rounded up to this, so the limit is rewritten only when it moves
+LEFTOVER = 64 * 1024**2  # charged between runs beyond this (page cache left by one): reclaimed
 PIDS_ALLOWANCE = 16  # bubblewrap (2), fork server, zygote, prepared runs, a judge, slack
+SETTLE = 2.0  # seconds a new memory limit waits for an earlier run's memory to be freed
 CPU_SHARE = 1.5  # CPUs a worker may use at once: a run's CPU time is at most this times its wall time
 _CONTROLLERS = ("memory", "pids", "cpu")
 _ROOT = "/sys/fs/cgroup"
@@ -47,7 +53,7 @@ class WorkerCgroup:
 
     dirs: dict[str, str]  # controller -> its cgroup directory
     version: int
-    _memory: int | None = -1
+    _memory: str = ""  # the memory limit last written
     _pids: int | None = -1
     _weight: int = 100
 
@@ -61,19 +67,61 @@ class WorkerCgroup:
         return tuple(sorted(self.dirs))
 
     def set_limits(self, memory: int | None, pids: int | None) -> None:
-        """Apply a run's limits plus the worker allowance (written only when they change)."""
-        if "memory" in self.dirs and memory != self._memory:
-            value = "max" if memory is None else str(memory + MEMORY_ALLOWANCE)
-            if self.version == 1:
-                value = "-1" if memory is None else value
-                _write(self.dirs["memory"], "memory.limit_in_bytes", value)
+        """Apply a run's limits plus the worker allowance (written only when they change).
+
+        The memory allowance is what the idle worker is measured to hold now (its processes,
+        the runs prepared ahead, their kernel objects) plus :data:`WORKER_SLACK` for what it
+        buffers while the run goes on, never more than :data:`MEMORY_ALLOWANCE`: whatever the
+        worker does not use is not the run's to take on top of its own limit.
+        """
+        if "memory" in self.dirs:
+            if memory is None:
+                value = "-1" if self.version == 1 else "max"
             else:
-                _write(self.dirs["memory"], "memory.max", value)
-                _write(self.dirs["memory"], "memory.swap.max", "0", quiet=True)
-            self._memory = memory
+                held = self.usage()
+                allowance = MEMORY_ALLOWANCE if held is None else min(
+                    MEMORY_ALLOWANCE, -(-(held + WORKER_SLACK) // _STEP) * _STEP)
+                value = str(memory + allowance)
+            if value != self._memory:
+                if self.version == 1:
+                    _write_limit(self.dirs["memory"], "memory.limit_in_bytes", value)
+                else:
+                    _write(self.dirs["memory"], "memory.max", value)
+                    _write(self.dirs["memory"], "memory.swap.max", "0", quiet=True)
+                self._memory = value
         if "pids" in self.dirs and pids != self._pids:
             _write(self.dirs["pids"], "pids.max", "max" if pids is None else str(pids + PIDS_ALLOWANCE))
             self._pids = pids
+
+    def reclaim(self) -> None:
+        """Give back what earlier runs left charged here (page cache of files they read), before
+        the next run; never raises.
+
+        Clean page cache outlives the run that read it and stays charged to this cgroup, so the
+        next run, going for memory its limit allows, would have to reclaim it first, with that
+        CPU counted on its own clock (reading a gigabyte of files cost the next run 100 ms more
+        to allocate 900 MiB). Done from the trusted side, where it costs no run's budget; only
+        when more than :data:`LEFTOVER` bytes are charged.
+        """
+        usage = self.usage()
+        if usage is None or usage <= LEFTOVER:
+            return
+        with contextlib.suppress(OSError):
+            if self.version == 1:
+                _write(self.dirs["memory"], "memory.force_empty", "0")
+            else:
+                _write(self.dirs["memory"], "memory.reclaim", str(usage))
+
+    def usage(self) -> int | None:
+        """Bytes charged to this cgroup now, or None without a memory controller."""
+        if "memory" not in self.dirs:
+            return None
+        name = "memory.usage_in_bytes" if self.version == 1 else "memory.current"
+        try:
+            with open(os.path.join(self.dirs["memory"], name)) as handle:
+                return int(handle.read())
+        except (OSError, ValueError):
+            return None
 
     def set_weight(self, weight: int) -> None:
         """The worker's CPU weight (100 is an ordinary process's, up to 10000), as
@@ -123,6 +171,25 @@ class WorkerCgroup:
                     break
                 except OSError:
                     time.sleep(0.02)
+
+
+def _write_limit(directory: str, name: str, value: str) -> None:
+    """Lower (or raise) a v1 memory limit, waiting out an earlier run's teardown.
+
+    The kernel refuses a limit below what is charged (``EBUSY``) when it cannot reclaim the
+    difference: memory of an earlier run's processes, which the worker does not wait to see
+    freed before its next job. That is freed within moments, so the write is retried for up to
+    :data:`SETTLE` seconds before it raises.
+    """
+    deadline = time.monotonic() + SETTLE
+    while True:
+        try:
+            _write(directory, name, value)
+            return
+        except OSError as exc:
+            if exc.errno != errno.EBUSY or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _write(directory: str, name: str, value: str, *, quiet: bool = False) -> None:

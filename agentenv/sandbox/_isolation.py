@@ -6,10 +6,12 @@
   no view of the host's home, the project or ``/tmp``, ``--die-with-parent``,
   ``--new-session`` and an empty environment. Each run is then cloned into user, pid, mount and
   IPC namespaces of its own inside it (see ``_worker``): everything read-only but a fresh
-  size-capped tmpfs for ``/tmp`` and ``/dev/shm``, with rlimits, no capabilities and
-  no-new-privs. The host uid behind the sandbox is never 0: when the caller is root, the
-  worker is started through ``_launch`` as host uid :data:`SANDBOX_UID`, so the kernel applies
-  ``RLIMIT_NPROC`` (it never does to uid 0) and the sandbox owns nothing on the host.
+  size-capped tmpfs for ``/tmp`` and ``/dev/shm``, with rlimits, no capabilities,
+  no-new-privs and a seccomp filter that keeps ``SIGCHLD``'s disposition (so every process's
+  CPU time reaches the run's count). The host uid behind the sandbox is never 0: when the
+  caller is root, the worker is started through ``_launch`` as host uid :data:`SANDBOX_UID`,
+  so the kernel applies ``RLIMIT_NPROC`` (it never does to uid 0) and the sandbox owns
+  nothing on the host.
 - ``"rlimits"``: the fallback where bubblewrap is missing or refused (macOS, locked-down
   containers): a plain worker process whose forked runs get rlimits (no process-count limit,
   which the kernel counts per user across the machine), their own session (process group)

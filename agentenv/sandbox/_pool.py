@@ -166,13 +166,17 @@ class _WorkerHandle:
         self.cgroup = _cgroup.create()
         self.ooms = 0  # OOM kills seen in the cgroup so far: more after a run means it hit the limit
         procs = self.cgroup.procs_files if self.cgroup is not None else []
+        # How many CPUs a run can use at once paces the worker's CPU checks: the cgroup quota if
+        # there is one, else (0) every core the worker may run on.
+        cpu_rate = _cgroup.CPU_SHARE if self.cgroup is not None and "cpu" in self.cgroup.dirs else 0
         self.host_uid = os.geteuid()
         if level == "strict":
             bwrap = _isolation.bwrap_path()
             if bwrap is None:
                 raise IsolationUnavailable("bubblewrap (bwrap) is not installed")
             config = {"namespaces": True, "hermetic": True, "prepared": PREPARED_RUNS,
-                      "workroot": _isolation.INSIDE_WORKROOT, "disk": Limits().disk}
+                      "workroot": _isolation.INSIDE_WORKROOT, "disk": Limits().disk,
+                      "cpu_rate": cpu_rate}
             argv = _isolation.strict_command(bwrap, json.dumps(config), procs)
             if self.host_uid == 0:
                 self.host_uid = _isolation.SANDBOX_UID
@@ -182,7 +186,7 @@ class _WorkerHandle:
             drop = _fallback_identity(allow_root_fallback)
             self.host_dir = tempfile.mkdtemp(prefix="agentenv-sandbox-")
             config = {"namespaces": False, "prepared": PREPARED_RUNS, "workroot": self.host_dir,
-                      "parent_pid": os.getpid()}
+                      "parent_pid": os.getpid(), "cpu_rate": cpu_rate}
             argv = _isolation.plain_command(json.dumps(config))
             if drop is not None or procs:
                 uid, gid = drop if drop is not None else (os.getuid(), os.getgid())
@@ -283,6 +287,7 @@ class _WorkerHandle:
                              "max_result": limits.max_result_bytes}).encode("utf-8")
         if self.cgroup is not None:
             try:
+                self.cgroup.reclaim()  # first: what it frees is not the next run's allowance
                 self.cgroup.set_limits(limits.memory, limits.processes)
             except OSError as exc:
                 raise WorkerDied(f"could not set the worker's cgroup limits ({exc})") from None

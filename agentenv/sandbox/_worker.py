@@ -84,9 +84,9 @@ _MOUNT_OPTIONS = {"ro": MS_RDONLY, "nosuid": MS_NOSUID, "nodev": MS_NODEV, "noex
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 RESULT_FD = 3
 GRACE = 0.25  # seconds of draining after the run has ended
-CPU_RATE = 1.5  # CPUs a run can use at once at most (its cgroup's quota): paces the CPU checks
 CPU_POLL = 0.01  # seconds between CPU checks, at the least
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -113,6 +113,18 @@ class _Libc:
         if self.lib is None:
             return False
         return bool(self.lib.prctl(option, arg, 0, 0, 0) == 0)
+
+    def seccomp_filter(self, program: list[tuple[int, int, int, int]]) -> bool:
+        """Install a classic-BPF seccomp filter (``PR_SET_SECCOMP``; needs no-new-privs first).
+
+        ``program`` is ``(code, jt, jf, k)`` per instruction (``struct sock_filter``).
+        """
+        if self.lib is None:
+            return False
+        ct = self.ctypes
+        code = ct.create_string_buffer(b"".join(struct.pack("=HBBI", *step) for step in program))
+        fprog = ct.create_string_buffer(struct.pack("@HP", len(program), ct.addressof(code)))
+        return bool(self.lib.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, fprog, 0, 0) == 0)
 
     def mount(self, source: str | None, target: str, fstype: str | None, flags: int,
               data: str | None = None) -> None:
@@ -231,6 +243,7 @@ def _become_candidate(channel: dict[str, int], namespaces: bool) -> None:
             _forbid_nested_user_namespaces()
             _libc.drop_capabilities()
         _libc.prctl(PR_SET_NO_NEW_PRIVS, 1)
+        _forbid_autoreaping()
         _write_all(RESULT_FD, READY)  # locked down: see Worker.run
         os.environ.clear()
         _warm_up()
@@ -282,6 +295,51 @@ def _forbid_nested_user_namespaces() -> None:
     for name in ("max_user_namespaces", "max_mnt_namespaces"):
         with contextlib.suppress(OSError), open(f"/proc/sys/user/{name}", "w") as handle:
             handle.write("0")
+
+
+# rt_sigaction's number and the audit arch of machines where it is the only way to change a
+# signal's disposition (no legacy sigaction/signal syscall in the native table).
+_RT_SIGACTION = {"x86_64": (13, 0xC000003E), "amd64": (13, 0xC000003E),
+                 "aarch64": (134, 0xC00000B7), "arm64": (134, 0xC00000B7),
+                 "riscv64": (134, 0xC00000F3)}
+_X32_BIT = 0x40000000  # x86_64's x32 syscalls: another table, refused outright
+_LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
+_SECCOMP_ALLOW, _SECCOMP_EPERM = 0x7FFF0000, 0x00050000 | 1
+
+
+def _forbid_autoreaping() -> None:
+    """Let no process of this run change what ``SIGCHLD`` does (a seccomp filter, inherited).
+
+    A child whose parent ignores ``SIGCHLD`` (``SIG_IGN`` or ``SA_NOCLDWAIT``) is reaped by
+    the kernel the moment it exits, and its CPU time is added to nobody's: it vanishes from
+    everything ``/proc`` shows, so a run could compute in many short-lived children and never
+    be charged for it (:meth:`Worker._cpu_used`). The disposition starts as the default here
+    and every ``rt_sigaction`` that would set one for ``SIGCHLD`` fails with ``EPERM``, as does
+    any syscall through another ABI (i386, x32) that has its own ``sigaction``. Machines
+    without a table entry above (or a kernel without seccomp filters) get no filter.
+    """
+    entry = _RT_SIGACTION.get(platform.machine())
+    if entry is None:
+        return
+    number, arch = entry
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    allow, deny = 11, 12
+    program = [
+        (_LD_W_ABS, 0, 0, 4),                            # 0: arch
+        (_JEQ_K, 0, deny - 2, arch),                     # 1: a foreign ABI: refused
+        (_LD_W_ABS, 0, 0, 0),                            # 2: syscall number
+        (_JGE_K, deny - 4, 0, _X32_BIT),                 # 3: x32: refused
+        (_JEQ_K, 0, allow - 5, number),                  # 4: not rt_sigaction: allowed
+        (_LD_W_ABS, 0, 0, 16),                           # 5: signal number (low word of arg 0)
+        (_JEQ_K, 0, allow - 7, int(signal.SIGCHLD)),     # 6: another signal: allowed
+        (_LD_W_ABS, 0, 0, 24),                           # 7: the new action (arg 1), low word
+        (_JEQ_K, 0, deny - 9, 0),                        # 8: one is given: refused
+        (_LD_W_ABS, 0, 0, 28),                           # 9: its high word
+        (_JEQ_K, allow - 11, deny - 11, 0),              # 10: NULL is only a query: allowed
+        (_RET_K, 0, 0, _SECCOMP_ALLOW),                  # 11
+        (_RET_K, 0, 0, _SECCOMP_EPERM),                  # 12
+    ]
+    _libc.seccomp_filter(program)
 
 
 _WARM_UP_JOB = json.dumps({
@@ -573,14 +631,16 @@ class Worker:
         self.workroot = str(config["workroot"])
         self.clean = True  # False once a wipe of the work area failed: see health()
         self.depth = max(1, int(config.get("prepared", 2)))  # runs kept ready ahead of their jobs
+        # CPUs a run can use at once at most, which paces the CPU checks (see _collect): the
+        # cores it may run on, or fewer where the parent gave the worker a cgroup CPU quota.
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        quota = float(config.get("cpu_rate") or 0)
+        self.cpu_rate = float(min(cores or 1, quota) if quota > 0 else cores or 1)
         self.pid = os.getpid()
         self.zygote = zygote
         self.zygote_pid = zygote_pid
         self.ready: collections.deque[_Prepared] = collections.deque()
         self.unreaped: list[int] = []
-        # Handed to the zygote to reap: until it has, their CPU time still shows in /proc and
-        # must not be charged to the next run.
-        self.reaping: set[int] = set()
         self.forks_pending = 0
         self.confirm_early = True  # see _confirm_all; False where runs never become dumpable
 
@@ -721,11 +781,8 @@ class Worker:
         the fallback level the shared work directory is emptied, and a wipe that fails marks
         this worker unhealthy instead of raising (see :meth:`health`).
         """
-        self.reaping = {pid for pid in self.reaping if os.path.exists(f"/proc/{pid}")}
         while self.unreaped:  # the zygote reaps these whenever they end
-            pid = self.unreaped.pop()
-            self.zygote.sendall(_COMMAND.pack(b"D", pid))
-            self.reaping.add(pid)
+            self.zygote.sendall(_COMMAND.pack(b"D", self.unreaped.pop()))
         if not self.hermetic:
             self.clean = _cleanup.remove_contents(self.workroot) and self.clean
         self.prepare()  # confirmed when the next job comes (run), by when they are long done
@@ -751,31 +808,32 @@ class Worker:
     def _cpu_used(self, runs: list[_Prepared], since: int) -> float:
         """CPU seconds the run's processes have used so far (with the children they reaped).
 
-        In namespaces every process this worker can see belongs to the run, except the worker,
-        its zygote, bubblewrap's init, the runs prepared or reaped apart from it, and anything
-        that started before this run did (what is left of earlier runs until the zygote has
-        reaped it): so whatever the candidate forked counts too, and nothing another run used
-        is ever charged to this one. At the rlimits level only ``G`` (and ``J``) are read.
+        In namespaces every process this worker can see belongs to the run except the worker,
+        bubblewrap's init, the zygote and the zygote's other children (runs prepared, or ended
+        and not yet reaped, including one forked while this run goes on), and anything that
+        started before this run did (what is left of earlier runs until the zygote has reaped
+        it). No process of the run is ever a child of the zygote but ``G`` and ``J`` (orphans
+        are the run's own init's), so whatever the candidate forked counts too, whatever pid it
+        was given, and nothing another run (or a prepared one) used is ever charged to this one.
+        At the rlimits level only ``G`` (and ``J``) are read.
         """
+        own = {r.pid for r in runs}
         if self.namespaces:
-            others = {os.getpid(), self.zygote_pid, 1, *(r.pid for r in self.ready),
-                      *self.unreaped, *self.reaping}
             try:
                 pids = [int(n) for n in os.listdir("/proc") if n.isdigit()]
             except OSError:
-                pids = [r.pid for r in runs]
-            pids = [p for p in pids if p not in others]
+                pids = list(own)
+            pids = [p for p in pids if p not in (os.getpid(), self.zygote_pid, 1)]
         else:
-            pids = [r.pid for r in runs]
-        own = {r.pid for r in runs}
+            pids = list(own)
         total = 0
         for pid in pids:
             try:
                 with open(f"/proc/{pid}/stat", "rb") as handle:
                     data = handle.read()
                 fields = data[data.rindex(b")") + 2:].split()
-                if pid not in own and int(fields[19]) < since:
-                    continue  # started before this run: left over from an earlier one
+                if pid not in own and (int(fields[1]) == self.zygote_pid or int(fields[19]) < since):
+                    continue  # another run (prepared, or an earlier one), or left over from one
                 total += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
             except (OSError, ValueError, IndexError):
                 continue  # gone in between: its time is now in its parent's
@@ -807,7 +865,7 @@ class Worker:
         timed_out = False
         exited: set[int] = set()
         ended_at: float | None = None
-        check_cpu = time.monotonic() + cpu_limit / CPU_RATE  # the earliest it could be spent
+        check_cpu = time.monotonic() + cpu_limit / self.cpu_rate  # the earliest it could be spent
         try:
             while True:
                 now = time.monotonic()
@@ -815,7 +873,7 @@ class Worker:
                     left = cpu_limit - self._cpu_used(runs, since)
                     if left <= 0:
                         deadline = now  # its CPU time is spent: a timeout, whatever the load
-                    check_cpu = now + max(CPU_POLL, left / CPU_RATE)
+                    check_cpu = now + max(CPU_POLL, left / self.cpu_rate)
                 if ended_at is None and now >= deadline:
                     timed_out = True
                     for run in runs:
