@@ -21,7 +21,8 @@ from collections.abc import Iterator
 import pytest
 from support.attacks import strict_pool
 
-from agentenv.sandbox import Limits, RunResult, SandboxPool, _cgroup, run_tests
+from agentenv.grading import RunResult, run_tests
+from agentenv.sandbox import Limits, SandboxPool, _cgroup
 from agentenv.sandbox.testing import leftover_processes
 
 CHECK = ["assert f() == 1"]
