@@ -56,7 +56,7 @@ class Limits:
     max_result_bytes: int = 16 * 1024**2  # bytes read from the result channel
     memory: int | None = 1024**3
     disk: int = 256 * 1024**2
-    wall_factor: float = 2.0
+    wall_factor: float = 1.5
     wall_slack: float = 0.5
     require: tuple[str, ...] = ()
 
