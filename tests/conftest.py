@@ -54,6 +54,14 @@ def _unconfigured_structlog() -> Iterator[None]:
 
 
 @pytest.fixture
+def unused_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
 def captured_events() -> Iterator[list[MutableMapping[str, Any]]]:
     """Structlog events, captured under structlog's default configuration (restored afterwards)."""
     saved = structlog.get_config()

@@ -35,16 +35,6 @@ OBS = {"prompt": ADD.prompt, "entry_point": "add", "task_name": "add"}
 
 
 @pytest.fixture
-def unused_port() -> int:
-    """A port nothing listens on (bound, then released)."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.fixture
 def server() -> Iterator[ChatServer]:
     with ChatServer(ScriptedModel([ADD])) as s:
         yield s

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -47,13 +46,6 @@ TASKS = [
 # A token budget that never binds here but is live: every request's max_tokens is what it
 # leaves, so a resumed episode that lost its count would ask for something else.
 CONFIG = RolloutConfig(max_turns=3, concurrency=1, token_budget=3000)
-
-
-@pytest.fixture
-def unused_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture

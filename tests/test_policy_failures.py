@@ -4,7 +4,6 @@ words in every error, what is retried, the circuit breaker, the preflight, strea
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,13 +30,6 @@ ADD = Task(
 SOLUTION = "```python\ndef add(a, b):\n    return a + b\n```"
 OBS = {"prompt": ADD.prompt, "entry_point": "add", "task_name": "add"}
 PATHS = ("sync", "aiohttp", "sdk")
-
-
-@pytest.fixture
-def unused_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def fast(url: str, **kw: Any) -> OpenAIPolicy:
