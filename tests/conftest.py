@@ -23,10 +23,11 @@ os.environ.setdefault("AGENTENV_SANDBOX_ALLOW_ROOT_FALLBACK", "1")
 
 
 # Whole files that start real services or run big suites: a Ray cluster, a real model server,
-# the sandbox attack suite, property tests over generated programs, the walk-through scripts.
+# the sandbox attack suites, property tests over generated programs, the walk-through scripts.
 SLOW_FILES = frozenset({
     "test_ray_backend.py", "test_ray_pool.py", "test_real_server.py", "test_attacks.py",
-    "test_sandbox_properties.py", "test_examples.py",
+    "test_attacks_hermetic.py", "test_attacks_judge.py", "test_attacks_redteam.py",
+    "test_attacks_crossrun.py", "test_sandbox_properties.py", "test_examples.py",
 })
 # Single slow tests elsewhere (by name; parametrized cases included): chromium, hangs that run
 # to their timeout, the widest budget sweep, a fresh-process download, concurrent sandbox rows.
@@ -36,6 +37,7 @@ SLOW_TESTS = frozenset({
     "test_no_point_of_any_builtin_episode_is_over_budget",
     "test_a_hanging_download_times_out_and_falls_back_in_a_fresh_process",
     "test_identical_submissions_in_a_batch_run_once_and_rows_run_concurrently",
+    "test_verifiers_recipe_scores_a_reference_with_the_rubric",
 })
 
 
