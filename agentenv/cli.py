@@ -75,7 +75,7 @@ def _whole_number(text: str, minimum: int, what: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        value = minimum - 1
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
     if value < minimum:
         raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
     return value

@@ -215,30 +215,42 @@ def compiled_sandbox_files() -> dict[str, str]:
     with _lock:
         if _pycs is None:
             _pycs = {}
-            private: str | None = None
             for name in SANDBOX_FILES:
                 source = str(SANDBOX_DIR / name)
                 cached = importlib.util.cache_from_source(source)
-                if _current(cached, source):
+                if _current(cached, source) or (not sys.dont_write_bytecode
+                                                and _compile(source, cached)):
                     _pycs[name] = cached
                     continue
-                targets = [] if sys.dont_write_bytecode else [cached]
-                if private is None:
-                    private = tempfile.mkdtemp(prefix="agentenv-pyc-")
-                    os.chmod(private, 0o755)  # the sandbox uid reads it
-                    atexit.register(shutil.rmtree, private, True)
-                targets.append(os.path.join(private, os.path.basename(cached)))
-                for target in targets:
-                    try:
-                        py_compile.compile(source, cfile=target, doraise=True,
-                                           invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
-                        os.chmod(target, 0o644)
-                    except (OSError, py_compile.PyCompileError):
-                        continue
-                    if _current(target, source):
-                        _pycs[name] = target
-                        break
+                private = os.path.join(_private_pyc_dir(), os.path.basename(cached))
+                if _compile(source, private):
+                    _pycs[name] = private
         return dict(_pycs)
+
+
+_pyc_dir: str | None = None
+
+
+def _private_pyc_dir() -> str:
+    """This process's own directory for bytecode, made on first use, removed at exit (the
+    caller holds ``_lock``)."""
+    global _pyc_dir
+    if _pyc_dir is None:
+        _pyc_dir = tempfile.mkdtemp(prefix="agentenv-pyc-")
+        os.chmod(_pyc_dir, 0o755)  # the sandbox uid reads it
+        atexit.register(shutil.rmtree, _pyc_dir, True)
+    return _pyc_dir
+
+
+def _compile(source: str, target: str) -> bool:
+    """Write ``source``'s timestamp bytecode to ``target``; True when it is there and current."""
+    try:
+        py_compile.compile(source, cfile=target, doraise=True,
+                           invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+        os.chmod(target, 0o644)
+    except (OSError, py_compile.PyCompileError):
+        return False
+    return _current(target, source)
 
 
 def _current(pyc: str, source: str) -> bool:
