@@ -199,6 +199,7 @@ def worker_argv(python: str, directory: str, config_json: str) -> list[str]:
 
 
 _pycs: dict[str, str] | None = None
+_private: str | None = None
 
 
 def compiled_sandbox_files() -> dict[str, str]:
@@ -206,39 +207,45 @@ def compiled_sandbox_files() -> dict[str, str]:
 
     A worker starts with ``-B`` in a read-only tree, so without these it would compile its
     modules from source on every start (about 20 ms of CPU each time). The package's own
-    ``__pycache__`` copy is used when it is current; otherwise they are compiled once per
-    process, into the package's ``__pycache__`` where Python itself would write them (unless
-    bytecode writing is off or the directory is read-only), else into a private directory
-    removed at exit. A file that cannot be compiled is left out: the worker compiles it itself.
+    ``__pycache__`` copy is used when it is current; otherwise they are compiled, into the
+    package's ``__pycache__`` where Python itself would write them (unless bytecode writing is
+    off or the directory is read-only), else into a private directory removed at exit. The
+    answer is kept, but checked again at every call (a stat and a 16-byte read per file): a
+    cleaner may have removed a .pyc, or an edit made it stale, since, and bubblewrap refuses to
+    start on a bind whose source is gone. A file that cannot be compiled is left out: the
+    worker compiles it itself.
     """
     global _pycs
     with _lock:
-        if _pycs is None:
-            _pycs = {}
-            private: str | None = None
-            for name in SANDBOX_FILES:
-                source = str(SANDBOX_DIR / name)
-                cached = importlib.util.cache_from_source(source)
-                if _current(cached, source):
-                    _pycs[name] = cached
-                    continue
-                targets = [] if sys.dont_write_bytecode else [cached]
-                if private is None:
-                    private = tempfile.mkdtemp(prefix="agentenv-pyc-")
-                    os.chmod(private, 0o755)  # the sandbox uid reads it
-                    atexit.register(shutil.rmtree, private, True)
-                targets.append(os.path.join(private, os.path.basename(cached)))
-                for target in targets:
-                    try:
-                        py_compile.compile(source, cfile=target, doraise=True,
-                                           invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
-                        os.chmod(target, 0o644)
-                    except (OSError, py_compile.PyCompileError):
-                        continue
-                    if _current(target, source):
-                        _pycs[name] = target
-                        break
+        if _pycs is None or len(_pycs) != len(SANDBOX_FILES) or not all(
+                _current(pyc, str(SANDBOX_DIR / name)) for name, pyc in _pycs.items()):
+            _pycs = {name: pyc for name in SANDBOX_FILES
+                     if (pyc := _compiled(str(SANDBOX_DIR / name))) is not None}
         return dict(_pycs)
+
+
+def _compiled(source: str) -> str | None:
+    """A current .pyc of ``source``: the package's own, made there if need be, else private."""
+    global _private
+    cached = importlib.util.cache_from_source(source)
+    if _current(cached, source):
+        return cached
+    targets = [] if sys.dont_write_bytecode else [cached]
+    if _private is None or not os.path.isdir(_private):
+        _private = tempfile.mkdtemp(prefix="agentenv-pyc-")
+        os.chmod(_private, 0o755)  # the sandbox uid reads it
+        atexit.register(shutil.rmtree, _private, True)
+    targets.append(os.path.join(_private, os.path.basename(cached)))
+    for target in targets:
+        try:
+            py_compile.compile(source, cfile=target, doraise=True,
+                               invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+            os.chmod(target, 0o644)
+        except (OSError, py_compile.PyCompileError):
+            continue
+        if _current(target, source):
+            return target
+    return None
 
 
 def _current(pyc: str, source: str) -> bool:

@@ -1,0 +1,226 @@
+"""Red-team attacks on three sandbox changes: bytecode bound into the sandbox, scheduler weights
+relative to the oldest run in flight, and the 1.5x wall-clock backstop.
+
+Bytecode: a candidate cannot write, replace or shadow the ``.pyc`` a later worker imports, the
+boot string resolves the sandbox modules only from their own directory, the private bytecode
+directory is writable by its owner alone, bytecode under a path the sandbox uid cannot reach is
+staged by the root launcher like any other bind, and bytecode removed from the host after it was
+first compiled never stops a later worker from starting. Scheduler and backstop: honest
+submissions keep the verdicts they earn alone when loops and sleepers share the machine.
+Strict isolation, as CI runs (AGENTENV_REQUIRE_STRICT=1).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import marshal
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.attacks import strict_pool
+
+from agentenv.grading import run_tests
+from agentenv.sandbox import _isolation
+
+HONEST = "def add(a, b):\n    return a + b\n"
+ADD = ["assert add(2, 3) == 5"]
+INSIDE_CACHE = f"{_isolation.INSIDE_DIR}/__pycache__"
+
+
+def _bound_bytecode() -> dict[str, str]:
+    """Where each bound .pyc is inside the sandbox -> its sha256 on the host."""
+    out = {}
+    for name, pyc in _isolation.compiled_sandbox_files().items():
+        inside = importlib.util.cache_from_source(f"{_isolation.INSIDE_DIR}/{name}")
+        out[inside] = hashlib.sha256(Path(pyc).read_bytes()).hexdigest()
+    return out
+
+
+# --- 1. bytecode bound into the sandbox ---------------------------------------------------------
+
+TAMPER = r'''
+import os, marshal
+CACHE = "INSIDE_CACHE"
+def add(a, b):
+    done = []
+    def attempt(what, fn):
+        try:
+            fn()
+            done.append(what)
+        except OSError:
+            pass
+    evil = b"\x00" * 16 + marshal.dumps(compile("import os; os._exit(3)", "x", "exec"))
+    for name in os.listdir(CACHE):
+        path = f"{CACHE}/{name}"
+        attempt(f"write {name}", lambda: open(path, "r+b").write(evil))
+        attempt(f"truncate {name}", lambda: os.truncate(path, 0))
+        attempt(f"unlink {name}", lambda: os.unlink(path))
+        attempt(f"rename {name}", lambda: os.rename(path, path + ".x"))
+        attempt(f"chmod {name}", lambda: os.chmod(path, 0o666))
+        attempt(f"utime {name}", lambda: os.utime(path, (0, 0)))
+    attempt("create in cache", lambda: open(f"{CACHE}/_wire.cpython-311.opt-1.pyc", "wb"))
+    attempt("mkdir in cache", lambda: os.mkdir(f"{CACHE}/sub"))
+    attempt("create beside", lambda: open("/opt/agentenv/_extra.py", "w"))
+    attempt("rmdir cache", lambda: os.rmdir(CACHE))
+    # Sandbox module names planted in every place this process can write (cwd, /tmp, /dev/shm).
+    for where in {os.getcwd(), "/tmp", "/dev/shm"}:
+        for mod in ("_worker", "_wire", "_runner", "_schema", "_framing", "_judge", "_rpc",
+                    "_cleanup"):
+            try:
+                with open(f"{where}/{mod}.py", "w") as handle:
+                    handle.write("import os\nos._exit(3)\n")
+                os.makedirs(f"{where}/__pycache__", exist_ok=True)
+                with open(f"{where}/__pycache__/{mod}.{__import__('sys').implementation.cache_tag}.pyc", "wb") as handle:
+                    handle.write(evil)
+            except OSError:
+                pass
+    if done:
+        raise AssertionError(done)
+    return a + b
+'''.replace("INSIDE_CACHE", INSIDE_CACHE)
+
+
+def test_a_candidate_cannot_write_replace_or_shadow_the_bytecode_a_later_worker_imports() -> None:
+    before = _bound_bytecode()
+    with strict_pool(1, "the bytecode tampering attack") as pool:
+        tampered = run_tests(TAMPER, ADD, pool=pool)
+        assert tampered.fraction == 1.0, tampered.failures  # every attempt refused
+        again = run_tests(HONEST, ADD, pool=pool)  # the same worker forks the next run
+        assert again.fraction == 1.0, again.failures
+    assert _bound_bytecode() == before  # nothing changed on the host
+    with strict_pool(1, "the bytecode tampering attack") as pool:  # a later worker start
+        later = run_tests(HONEST, ADD, pool=pool)
+        assert later.fraction == 1.0, later.failures
+
+
+def test_the_boot_string_imports_the_sandbox_modules_only_from_their_own_directory(
+        tmp_path: Path) -> None:
+    """Planted copies in the working directory, on PYTHONPATH or named like stdlib modules never
+    shadow ``_worker`` or its siblings: ``-I`` keeps the cwd and PYTHON* off sys.path, and no
+    stdlib or builtin module bears a sandbox file's name."""
+    names = [name[:-3] for name in _isolation.SANDBOX_FILES]
+    python = _isolation.python_executable()
+    probe = subprocess.run(
+        [python, "-I", "-S", "-B", "-c",
+         "import importlib.util, sys; print(sorted(n for n in sys.argv[1:] "
+         "if n in sys.builtin_module_names or importlib.util.find_spec(n) is not None))",
+         *names], capture_output=True, text=True, timeout=60, check=True)
+    assert probe.stdout.strip() == "[]"
+    real, planted = tmp_path / "real", tmp_path / "planted"
+    real.mkdir()
+    planted.mkdir()
+    report = "import sys, _wire; print(__file__, _wire.__file__)\ndef main(argv): pass\n"
+    (real / "_worker.py").write_text(report)
+    (real / "_wire.py").write_text("")
+    for mod in names:
+        (planted / f"{mod}.py").write_text("import os\nos._exit(3)\n")
+    env = {**os.environ, "PYTHONPATH": str(planted), "PYTHONSTARTUP": str(planted / "_rpc.py")}
+    done = subprocess.run(_isolation.worker_argv(python, str(real), "{}"), cwd=planted, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(real / "_worker.py"), str(real / "_wire.py")]
+
+
+def test_the_private_bytecode_directory_is_writable_by_its_owner_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With bytecode writing off the .pyc go to a private directory: the caller's, 0755, files
+    0644, nothing else in it; other users (the sandbox uid among them) can read, not write."""
+    copy = tmp_path / "sandbox"
+    copy.mkdir()
+    for name in _isolation.SANDBOX_FILES:
+        shutil.copy(_isolation.SANDBOX_DIR / name, copy / name)
+    monkeypatch.setattr(_isolation, "SANDBOX_DIR", copy)
+    monkeypatch.setattr(_isolation, "_pycs", None)
+    monkeypatch.setattr(_isolation, "_private", None)
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    registered: list[tuple[object, ...]] = []
+    monkeypatch.setattr(_isolation.atexit, "register", lambda *a: registered.append(a))
+    pycs = _isolation.compiled_sandbox_files()
+    assert sorted(pycs) == sorted(_isolation.SANDBOX_FILES)
+    assert not (copy / "__pycache__").exists()  # bytecode writing is off: the package untouched
+    private = {os.path.dirname(p) for p in pycs.values()}
+    assert len(private) == 1
+    directory = private.pop()
+    try:
+        info = os.stat(directory)
+        assert (info.st_uid, info.st_mode & 0o7777) == (os.geteuid(), 0o755)
+        assert sorted(os.listdir(directory)) == sorted(os.path.basename(p) for p in pycs.values())
+        for pyc in pycs.values():
+            info = os.stat(pyc)
+            assert (info.st_uid, info.st_mode & 0o7777) == (os.geteuid(), 0o644)
+            assert _isolation.reachable_by(pyc, _isolation.SANDBOX_UID, _isolation.SANDBOX_UID)
+        assert [a[0] for a in registered] == [shutil.rmtree]  # removed at exit
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_bytecode_removed_from_the_host_after_it_was_compiled_never_stops_a_later_worker(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The .pyc are found once per process; a cleaner (``find -name __pycache__ -delete``,
+    systemd-tmpfiles aging out the private directory, a forked child's atexit) may remove them
+    while the process lives on. A worker started afterwards must still come up and grade."""
+    monkeypatch.setattr(_isolation, "_pycs", None)
+    first = _isolation.compiled_sandbox_files()
+    for pyc in first.values():
+        os.unlink(pyc)
+    with strict_pool(1, "the removed-bytecode case") as pool:
+        result = run_tests(HONEST, ADD, pool=pool)
+        assert result.fraction == 1.0, result.failures
+    for name, pyc in _isolation.compiled_sandbox_files().items():  # bound again, current
+        assert _isolation._current(pyc, str(_isolation.SANDBOX_DIR / name))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the launcher stages binds only for a root caller")
+def test_bytecode_the_sandbox_uid_cannot_reach_is_staged_by_the_root_launcher(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bytecode under a directory only root can traverse (a venv under /root) is bound like any
+    other unreachable path: through the launcher's staging, so the worker still gets it."""
+    hidden = tmp_path / "hidden"
+    hidden.mkdir(mode=0o700)
+    os.chmod(hidden, 0o700)
+    moved = {}
+    for name, pyc in _isolation.compiled_sandbox_files().items():
+        target = hidden / os.path.basename(pyc)
+        shutil.copy2(pyc, target)
+        moved[name] = str(target)
+    monkeypatch.setattr(_isolation, "_pycs", dict(moved))
+    assert not any(_isolation.reachable_by(p, _isolation.SANDBOX_UID, _isolation.SANDBOX_UID)
+                   for p in moved.values())
+    argv = _isolation.strict_command(shutil.which("bwrap") or "/usr/bin/bwrap", "{}", [])
+    staged_sources = {pair[0] for pair in __import__("json").loads(argv[5])["binds"]}
+    assert set(moved.values()) <= staged_sources
+    digests = {importlib.util.cache_from_source(f"{_isolation.INSIDE_DIR}/{name}"):
+               hashlib.sha256(Path(p).read_bytes()).hexdigest() for name, p in moved.items()}
+    code = ("import hashlib\n"
+            "def f():\n"
+            f"    return {{p: hashlib.sha256(open(p, 'rb').read()).hexdigest() for p in {sorted(digests)!r}}}\n")
+    with strict_pool(1, "staged bytecode") as pool:
+        result = run_tests(code, [f"assert f() == {digests!r}"], pool=pool)
+        assert result.fraction == 1.0, result.failures
+
+
+def test_a_sandbox_file_edited_after_its_bytecode_was_compiled_gets_fresh_bytecode(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stale bytecode is never bound: an edit (an editable install, a long-lived trainer) since
+    the first compile makes the next worker start compile that file again."""
+    copy = tmp_path / "sandbox"
+    copy.mkdir()
+    for name in _isolation.SANDBOX_FILES:
+        shutil.copy(_isolation.SANDBOX_DIR / name, copy / name)
+    monkeypatch.setattr(_isolation, "SANDBOX_DIR", copy)
+    monkeypatch.setattr(_isolation, "_pycs", None)
+    first = _isolation.compiled_sandbox_files()
+    edited = copy / "_rpc.py"
+    edited.write_text(edited.read_text() + "\nEDITED = True\n")
+    second = _isolation.compiled_sandbox_files()
+    assert sorted(second) == sorted(first)
+    for name, pyc in second.items():
+        assert _isolation._current(pyc, str(copy / name))
+
+    code = marshal.loads(Path(second["_rpc.py"]).read_bytes()[16:])
+    assert "EDITED" in code.co_names
