@@ -19,12 +19,14 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 from support.attacks import strict_pool
+from test_load_independence import LOOP, honest
 
-from agentenv.grading import run_tests
+from agentenv.grading import RunResult, run_tests
 from agentenv.sandbox import _isolation
 
 HONEST = "def add(a, b):\n    return a + b\n"
@@ -224,3 +226,57 @@ def test_a_sandbox_file_edited_after_its_bytecode_was_compiled_gets_fresh_byteco
 
     code = marshal.loads(Path(second["_rpc.py"]).read_bytes()[16:])
     assert "EDITED" in code.co_names
+
+
+# --- 2. scheduler weights relative to the oldest run in flight ----------------------------------
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _warm(pool: object, size: int) -> None:
+    """Start every worker of ``pool`` (as a trainer's pool is after its first batch)."""
+    warm = [threading.Thread(target=run_tests, args=("import time\ntime.sleep(0.3)\n", []),
+                             kwargs={"pool": pool}) for _ in range(size)]
+    for t in warm:
+        t.start()
+    for t in warm:
+        t.join(timeout=120)
+
+
+def _together(pool: object, subs: list[str], timeout: float = 1.0) -> list[RunResult]:
+    """Grade ``subs`` released at the same moment, one thread each (a GRPO batch)."""
+    gate = threading.Barrier(len(subs))
+    out: dict[int, RunResult] = {}
+
+    def one(i: int) -> None:
+        gate.wait(timeout=60)
+        out[i] = run_tests(subs[i], ["assert f() == 1"], timeout=timeout, pool=pool)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(subs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    return [out[i] for i in range(len(subs))]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_cores() > 4, reason="the batch scales with the cores; too heavy above four")
+@pytest.mark.xfail(strict=True, reason=(
+    "Runs released together are all equally old, so SandboxPool._schedule gives them equal "
+    "weights and the honest sample gets 1/(n+1) of the cores beside n loops: with 8 loops per "
+    "core it needs about 2x its 1.5*timeout+0.5 s wall backstop to spend 0.5*timeout of CPU and "
+    "is stopped as a timeout. No weighting by age or by CPU used can tell it from the loops "
+    "before it finishes; the fix is a backstop that does not count time a run spent runnable "
+    "but waiting for a core (its cgroup's cpu.pressure / schedstat run delay)."))
+def test_an_honest_sample_released_with_a_batch_of_loops_keeps_its_verdict() -> None:
+    loops = 8 * _cores()
+    code = honest(0.5)
+    with strict_pool(loops + 1, "the simultaneous-batch scheduler attack") as pool:
+        _warm(pool, loops + 1)
+        alone = run_tests(code, ["assert f() == 1"], timeout=1.0, pool=pool)
+        assert alone.fraction == 1.0 and not alone.timed_out, alone.failures
+        batch = _together(pool, [LOOP] * loops + [code])
+        assert all(r.timed_out and r.fraction == 0.0 for r in batch[:-1])
+        assert (batch[-1].fraction, batch[-1].timed_out) == (1.0, False), batch[-1].exec_seconds
