@@ -20,14 +20,16 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from support.attacks import strict_pool
 from test_load_independence import LOOP, honest
 
 from agentenv.grading import RunResult, run_tests
-from agentenv.sandbox import _isolation
+from agentenv.sandbox import SandboxPool, _isolation
 
 HONEST = "def add(a, b):\n    return a + b\n"
 ADD = ["assert add(2, 3) == 5"]
@@ -234,7 +236,7 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _warm(pool: object, size: int) -> None:
+def _warm(pool: SandboxPool, size: int) -> None:
     """Start every worker of ``pool`` (as a trainer's pool is after its first batch)."""
     warm = [threading.Thread(target=run_tests, args=("import time\ntime.sleep(0.3)\n", []),
                              kwargs={"pool": pool}) for _ in range(size)]
@@ -244,7 +246,7 @@ def _warm(pool: object, size: int) -> None:
         t.join(timeout=120)
 
 
-def _together(pool: object, subs: list[str], timeout: float = 1.0) -> list[RunResult]:
+def _together(pool: SandboxPool, subs: list[str], timeout: float = 1.0) -> list[RunResult]:
     """Grade ``subs`` released at the same moment, one thread each (a GRPO batch)."""
     gate = threading.Barrier(len(subs))
     out: dict[int, RunResult] = {}
@@ -280,3 +282,60 @@ def test_an_honest_sample_released_with_a_batch_of_loops_keeps_its_verdict() -> 
         batch = _together(pool, [LOOP] * loops + [code])
         assert all(r.timed_out and r.fraction == 0.0 for r in batch[:-1])
         assert (batch[-1].fraction, batch[-1].timed_out) == (1.0, False), batch[-1].exec_seconds
+
+
+class _Group:
+    """A worker cgroup that records the CPU weight the scheduler gives it."""
+
+    def __init__(self) -> None:
+        self.weight: int | None = None
+
+    def set_weight(self, weight: int) -> None:
+        self.weight = weight
+
+
+class _OneTick:
+    """A stop event that lets the scheduler run exactly one round."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def wait(self, _seconds: float) -> bool:
+        self.calls += 1
+        return self.calls > 1
+
+
+def _weights(started_ago: dict[str, float], timeout: float = 1.0) -> dict[str, int | None]:
+    """The weights one scheduling round gives runs started the given seconds ago."""
+    now = time.monotonic()
+    pool = object.__new__(SandboxPool)
+    groups = {name: _Group() for name in started_ago}
+    pool._workers = [SimpleNamespace(busy=(now - ago, timeout), cgroup=groups[name])  # type: ignore[assignment]
+                     for name, ago in started_ago.items()]
+    pool._lock = threading.Lock()
+    pool._stop = _OneTick()  # type: ignore[assignment]
+    pool._schedule()
+    return {name: group.weight for name, group in groups.items()}
+
+
+def test_a_stream_of_fresh_idle_runs_does_not_take_an_honest_runs_lead_over_older_loops() -> None:
+    """Sleepers submitted after the honest run are the youngest; they cost no CPU and must not
+    level the honest run (0.5 s old) with loops 0.3 s older than it."""
+    runs = {"loop": 0.8, "honest": 0.5, **{f"sleeper{i}": i / 10 for i in range(5)}}
+    weights = _weights(runs)
+    assert weights["honest"] is not None and weights["loop"] is not None
+    assert weights["honest"] >= 8 * weights["loop"]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "SandboxPool._schedule anchors every weight on the oldest run in flight and caps it at "
+    "10000 after 7 halvings, so one idle run (a sleeper, no CPU) submitted 0.75 s before a burst "
+    "of loops gives the loops and the honest run 0.3 s younger the same capped weight: beside 16 "
+    "loops the honest half-budget sample then timed out in 2 of 3 rounds (0.7 s alone with the "
+    "loops). Anchoring on the youngest instead (min(oldest, youngest + 7)) fixes this one but lets "
+    "a stream of fresh sleepers level older runs the same way (the test above); the fix is an "
+    "anchor that idle runs cannot move (runs' own CPU use, read from their cgroups' cpu.stat)."))
+def test_an_idle_run_older_than_the_rest_does_not_level_an_honest_run_with_older_loops() -> None:
+    weights = _weights({"sleeper": 1.55, "loop": 0.8, "honest": 0.5})
+    assert weights["honest"] is not None and weights["loop"] is not None
+    assert weights["honest"] >= 8 * weights["loop"]
