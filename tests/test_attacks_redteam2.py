@@ -339,3 +339,60 @@ def test_an_idle_run_older_than_the_rest_does_not_level_an_honest_run_with_older
     weights = _weights({"sleeper": 1.55, "loop": 0.8, "honest": 0.5})
     assert weights["honest"] is not None and weights["loop"] is not None
     assert weights["honest"] >= 8 * weights["loop"]
+
+
+# --- 3. the 1.5x wall-clock backstop: honest solutions that block --------------------------------
+
+BLOCKING = {
+    # Short sleeps adding up to most of the limit, then real work: CPU well inside the limit.
+    "short_sleeps": "import time\ndef f():\n    for _ in range(40):\n        time.sleep(0.02)\n"
+                    "    total = 0\n    for i in range(ITER):\n        total += i * i\n    return 1\n",
+    # File I/O on the run's tmpfs: 16 MiB written, synced, read back.
+    "tmpfs_io": "import os\ndef f():\n    block = os.urandom(1 << 20)\n"
+                "    with open('/tmp/data', 'wb') as h:\n        for _ in range(16):\n"
+                "            h.write(block)\n        h.flush()\n        os.fsync(h.fileno())\n"
+                "    with open('/tmp/data', 'rb') as h:\n        back = h.read()\n"
+                "    os.unlink('/tmp/data')\n    return int(back == block * 16)\n",
+    # Many threads that each sleep and work a little.
+    "threads": "import threading, time\ndef f():\n    out = []\n    def one():\n"
+               "        time.sleep(0.1)\n        out.append(sum(i * i for i in range(ITER // 64)))\n"
+               "    ts = [threading.Thread(target=one) for _ in range(32)]\n"
+               "    for t in ts:\n        t.start()\n    for t in ts:\n        t.join()\n"
+               "    return int(len(out) == 32)\n",
+    # A child interpreter and a pipe.
+    "subprocess": "import subprocess, sys\ndef f():\n    got = [subprocess.run([sys.executable, '-I', '-S', "
+                  "'-c', 'print(6 * 7)'], capture_output=True, text=True, timeout=5).stdout "
+                  "for _ in range(3)]\n    return int(got == ['42\\n'] * 3)\n",
+    # One sleep longer than the limit itself (the limit is on CPU time; the backstop is 2.0 s).
+    "long_sleep": "import time\ndef f():\n    time.sleep(1.2)\n    return 1\n",
+    # Controls: a blocking wrong answer and a loop.
+    "wrong_after_sleeping": "import time\ndef f():\n    time.sleep(0.6)\n    return 2\n",
+    "loop": LOOP,
+}
+
+
+@pytest.mark.slow
+def test_honest_solutions_that_block_keep_their_verdicts_beside_sixteen_loops() -> None:
+    """Sleeps, tmpfs I/O, threads and subprocesses near the limit: the verdicts each earns
+    alone are the verdicts it earns when all run at once, started 0.3 s after 16 loops."""
+    iterations = str(int(honest(0.3).split("range(")[1].split(")")[0]))
+    subs = [code.replace("ITER", iterations) for code in BLOCKING.values()]
+    loops = 16
+    with strict_pool(loops + len(subs), "the blocking-honest load attack") as pool:
+        _warm(pool, loops + len(subs))
+        alone = [run_tests(code, ["assert f() == 1"], timeout=1.0, pool=pool) for code in subs]
+        assert [r.fraction for r in alone] == [1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0], [
+            (name, r.failures, r.stderr[-300:]) for name, r in zip(BLOCKING, alone)]
+        background: list[RunResult] = []
+        threads = [threading.Thread(target=lambda: background.append(
+            run_tests(LOOP, ["assert f() == 1"], timeout=1.0, pool=pool))) for _ in range(loops)]
+        for t in threads:
+            t.start()
+        time.sleep(0.3)  # the loops are running and have used some of their CPU
+        loaded = _together(pool, subs)
+        for t in threads:
+            t.join(timeout=120)
+        assert len(background) == loops and all(r.timed_out for r in background)
+        assert [(r.fraction, r.timed_out) for r in loaded] == [
+            (r.fraction, r.timed_out) for r in alone], [
+            (name, r.fraction, r.timed_out, r.failures) for name, r in zip(BLOCKING, loaded)]
