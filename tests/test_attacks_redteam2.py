@@ -395,7 +395,7 @@ def test_honest_solutions_that_block_keep_their_verdicts_beside_sixteen_loops() 
         _warm(pool, loops + len(subs))
         alone = [run_tests(code, ["assert f() == 1"], timeout=1.0, pool=pool) for code in subs]
         assert [r.fraction for r in alone] == [1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0], [
-            (name, r.failures, r.stderr[-300:]) for name, r in zip(BLOCKING, alone)]
+            (name, r.failures, r.stderr[-300:]) for name, r in zip(BLOCKING, alone, strict=True)]
         background: list[RunResult] = []
         threads = [threading.Thread(target=lambda: background.append(
             run_tests(LOOP, ["assert f() == 1"], timeout=1.0, pool=pool))) for _ in range(loops)]
@@ -408,4 +408,4 @@ def test_honest_solutions_that_block_keep_their_verdicts_beside_sixteen_loops() 
         assert len(background) == loops and all(r.timed_out for r in background)
         assert [(r.fraction, r.timed_out) for r in loaded] == [
             (r.fraction, r.timed_out) for r in alone], [
-            (name, r.fraction, r.timed_out, r.failures) for name, r in zip(BLOCKING, loaded)]
+            (name, r.fraction, r.timed_out, r.failures) for name, r in zip(BLOCKING, loaded, strict=True)]
