@@ -238,7 +238,6 @@ def test_a_sandbox_file_edited_after_its_bytecode_was_compiled_gets_fresh_byteco
     assert sorted(second) == sorted(first)
     for name, pyc in second.items():
         assert _isolation._current(pyc, str(copy / name))
-
     code = marshal.loads(Path(second["_rpc.py"]).read_bytes()[16:])
     assert "EDITED" in code.co_names
 
@@ -376,6 +375,12 @@ BLOCKING = {
     "subprocess": "import subprocess, sys\ndef f():\n    got = [subprocess.run([sys.executable, '-I', '-S', "
                   "'-c', 'print(6 * 7)'], capture_output=True, text=True, timeout=5).stdout "
                   "for _ in range(3)]\n    return int(got == ['42\\n'] * 3)\n",
+    # Two child processes working at once: 0.6 s of CPU between them, the run's own count.
+    "parallel_children": "import subprocess, sys\ndef f():\n    burn = ('import time\\nt = time.process_time()\\n'"
+                         "\n            'while time.process_time() - t < 0.3: pass\\nprint(1)')\n"
+                         "    kids = [subprocess.Popen([sys.executable, '-I', '-S', '-c', burn], "
+                         "stdout=subprocess.PIPE, text=True) for _ in range(2)]\n"
+                         "    return int([k.communicate(timeout=5)[0] for k in kids] == ['1\\n'] * 2)\n",
     # One sleep longer than the limit itself (the limit is on CPU time; the backstop is 2.0 s).
     "long_sleep": "import time\ndef f():\n    time.sleep(1.2)\n    return 1\n",
     # Controls: a blocking wrong answer and a loop.
@@ -394,7 +399,7 @@ def test_honest_solutions_that_block_keep_their_verdicts_beside_sixteen_loops() 
     with strict_pool(loops + len(subs), "the blocking-honest load attack") as pool:
         _warm(pool, loops + len(subs))
         alone = [run_tests(code, ["assert f() == 1"], timeout=1.0, pool=pool) for code in subs]
-        assert [r.fraction for r in alone] == [1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0], [
+        assert [r.fraction for r in alone] == [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0], [
             (name, r.failures, r.stderr[-300:]) for name, r in zip(BLOCKING, alone, strict=True)]
         background: list[RunResult] = []
         threads = [threading.Thread(target=lambda: background.append(
