@@ -1,13 +1,16 @@
 """Red-team attacks on three sandbox changes: bytecode bound into the sandbox, scheduler weights
 relative to the oldest run in flight, and the 1.5x wall-clock backstop.
 
-Bytecode: a candidate cannot write, replace or shadow the ``.pyc`` a later worker imports, the
-boot string resolves the sandbox modules only from their own directory, the private bytecode
-directory is writable by its owner alone, bytecode under a path the sandbox uid cannot reach is
-staged by the root launcher like any other bind, and bytecode removed from the host after it was
-first compiled never stops a later worker from starting. Scheduler and backstop: honest
-submissions keep the verdicts they earn alone when loops and sleepers share the machine.
-Strict isolation, as CI runs (AGENTENV_REQUIRE_STRICT=1).
+Bytecode: a candidate cannot write, replace, remount or shadow the ``.pyc`` a later worker
+imports, the boot string resolves the sandbox modules only from their own directory, the private
+bytecode directory is writable by its owner alone, bytecode under a path the sandbox uid cannot
+reach is staged by the root launcher like any other bind, and bytecode removed from the host or
+made stale by an edit after it was first compiled is compiled again rather than bound (a gone
+bind stopped every later worker). Backstop: honest solutions that block (sleeps, tmpfs I/O,
+threads, child processes) keep the verdicts they earn alone beside 16 loops. Scheduler: idle runs
+submitted after an honest one do not move its weight; three starvations are recorded as strict
+xfails (a batch released at once, an idle run older than a burst, an honest run older than a
+burst). Strict isolation, as CI runs (AGENTENV_REQUIRE_STRICT=1).
 """
 
 from __future__ import annotations
@@ -295,6 +298,36 @@ def test_an_honest_sample_released_with_a_batch_of_loops_keeps_its_verdict() -> 
         assert all(r.timed_out and r.fraction == 0.0 for r in batch[:-1])
         assert (batch[-1].fraction, batch[-1].timed_out) == (1.0, False), batch[-1].exec_seconds
 
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_cores() > 4, reason="the burst scales with the cores; too heavy above four")
+@pytest.mark.xfail(strict=True, reason=(
+    "SandboxPool._schedule favours the youngest runs, so an honest sample that has run 0.2 s (0.2 s "
+    "of its 0.5 s of CPU) when a burst of 8 loops per core arrives weighs 100 against their "
+    "400 each: it gets about 3% of the cores from then on and is stopped at its wall backstop, "
+    "while alone (or submitted after the loops, test_load_independence) it passes. Age says how "
+    "long a run has waited, not how much CPU it has had; an earliest-backstop-first weighting "
+    "(the remaining wall budget, as the long-limit xfail in test_attacks_crossrun also asks) "
+    "would run it first."))
+def test_an_honest_sample_already_running_when_a_burst_of_loops_arrives_keeps_its_verdict(
+        ) -> None:
+    loops = 8 * _cores()
+    code = honest(0.5)
+    with strict_pool(loops + 1, "the younger-burst scheduler attack") as pool:
+        _warm(pool, loops + 1)
+        alone = run_tests(code, ["assert f() == 1"], timeout=1.0, pool=pool)
+        assert alone.fraction == 1.0 and not alone.timed_out, alone.failures
+        burst: list[RunResult] = []
+        first: list[RunResult] = []
+        lead = threading.Thread(target=lambda: first.append(
+            run_tests(code, ["assert f() == 1"], timeout=1.0, pool=pool)))
+        lead.start()
+        time.sleep(0.2)  # the honest run has had 0.2 s of a core
+        burst.extend(_together(pool, [LOOP] * loops))
+        lead.join(timeout=120)
+        assert all(r.timed_out and r.fraction == 0.0 for r in burst)
+        assert (first[0].fraction, first[0].timed_out) == (1.0, False), first[0].exec_seconds
 
 class _Group:
     """A worker cgroup that records the CPU weight the scheduler gives it."""
