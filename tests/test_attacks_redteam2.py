@@ -307,9 +307,9 @@ def test_an_honest_sample_released_with_a_batch_of_loops_keeps_its_verdict() -> 
     "of its 0.5 s of CPU) when a burst of 8 loops per core arrives weighs 100 against their "
     "400 each: it gets about 3% of the cores from then on and is stopped at its wall backstop, "
     "while alone (or submitted after the loops, test_load_independence) it passes. Age says how "
-    "long a run has waited, not how much CPU it has had; an earliest-backstop-first weighting "
-    "(the remaining wall budget, as the long-limit xfail in test_attacks_crossrun also asks) "
-    "would run it first."))
+    "long a run has waited, not how much CPU it has had. Earliest-backstop-first alone would run "
+    "it first but would equally favour loops submitted before an honest run (the case "
+    "test_load_independence passes today); the weighting needs each run's CPU use as well."))
 def test_an_honest_sample_already_running_when_a_burst_of_loops_arrives_keeps_its_verdict(
         ) -> None:
     loops = 8 * _cores()
