@@ -206,36 +206,41 @@ def compiled_sandbox_files() -> dict[str, str]:
 
     A worker starts with ``-B`` in a read-only tree, so without these it would compile its
     modules from source on every start (about 20 ms of CPU each time). The package's own
-    ``__pycache__`` copy is used when it is current; otherwise they are compiled once per
-    process, into the package's ``__pycache__`` where Python itself would write them (unless
-    bytecode writing is off or the directory is read-only), else into a private directory
-    removed at exit. A file that cannot be compiled is left out: the worker compiles it itself.
+    ``__pycache__`` copy is used when it is current; otherwise they are compiled, into the
+    package's ``__pycache__`` where Python itself would write them (unless bytecode writing is
+    off or the directory is read-only), else into a private directory removed at exit. The
+    answer is kept, but checked again at every call (a stat and a 16-byte read per file): a
+    cleaner may have removed a .pyc, or an edit made it stale, since, and bubblewrap refuses to
+    start on a bind whose source is gone. A file that cannot be compiled is left out: the
+    worker compiles it itself.
     """
     global _pycs
     with _lock:
-        if _pycs is None:
-            _pycs = {}
-            for name in SANDBOX_FILES:
-                source = str(SANDBOX_DIR / name)
-                cached = importlib.util.cache_from_source(source)
-                if _current(cached, source) or (not sys.dont_write_bytecode
-                                                and _compile(source, cached)):
-                    _pycs[name] = cached
-                    continue
-                private = os.path.join(_private_pyc_dir(), os.path.basename(cached))
-                if _compile(source, private):
-                    _pycs[name] = private
+        if _pycs is None or len(_pycs) != len(SANDBOX_FILES) or not all(
+                _current(pyc, str(SANDBOX_DIR / name)) for name, pyc in _pycs.items()):
+            _pycs = {name: pyc for name in SANDBOX_FILES
+                     if (pyc := _compiled(str(SANDBOX_DIR / name))) is not None}
         return dict(_pycs)
+
+
+def _compiled(source: str) -> str | None:
+    """A current .pyc of ``source``: the package's own, made there if need be, else private
+    (the caller holds ``_lock``)."""
+    cached = importlib.util.cache_from_source(source)
+    if _current(cached, source) or (not sys.dont_write_bytecode and _compile(source, cached)):
+        return cached
+    private = os.path.join(_private_pyc_dir(), os.path.basename(cached))
+    return private if _compile(source, private) else None
 
 
 _pyc_dir: str | None = None
 
 
 def _private_pyc_dir() -> str:
-    """This process's own directory for bytecode, made on first use, removed at exit (the
-    caller holds ``_lock``)."""
+    """This process's own directory for bytecode, made on first use (again if it was removed),
+    removed at exit (the caller holds ``_lock``)."""
     global _pyc_dir
-    if _pyc_dir is None:
+    if _pyc_dir is None or not os.path.isdir(_pyc_dir):
         _pyc_dir = tempfile.mkdtemp(prefix="agentenv-pyc-")
         os.chmod(_pyc_dir, 0o755)  # the sandbox uid reads it
         atexit.register(shutil.rmtree, _pyc_dir, True)
