@@ -29,6 +29,10 @@ from agentenv.tasks.schema import Check
 __all__ = ["arun_tests", "run_tests"]
 
 
+_ISOLATION_LEVELS = values(IsolationLevel)
+_EQUALITIES = values(Equality)
+
+
 def _validate(code_str: object, checks: object, timeout: object, isolation: object,
               float_tolerance: object, equality: object = "python", prelude: object = "") -> None:
     if not isinstance(code_str, str):
@@ -38,14 +42,14 @@ def _validate(code_str: object, checks: object, timeout: object, isolation: obje
                           f"{type(checks).__name__}")
     if not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0:
         raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
-    if isolation is not None and isolation not in values(IsolationLevel):
-        raise ConfigError(f"isolation must be one of {values(IsolationLevel)} or None, "
+    if isolation is not None and isolation not in _ISOLATION_LEVELS:
+        raise ConfigError(f"isolation must be one of {_ISOLATION_LEVELS} or None, "
                           f"got {isolation!r}")
     if float_tolerance is not None and not (
             isinstance(float_tolerance, (int, float)) and float_tolerance >= 0):
         raise ConfigError(f"float_tolerance must be a non-negative number, got {float_tolerance!r}")
-    if equality not in values(Equality):
-        raise ConfigError(f"equality must be one of {values(Equality)}, got {equality!r}")
+    if equality not in _EQUALITIES:
+        raise ConfigError(f"equality must be one of {_EQUALITIES}, got {equality!r}")
     if not isinstance(prelude, str):
         raise ConfigError(f"prelude must be a str of Python source, got {type(prelude).__name__}")
 

@@ -25,7 +25,7 @@ import os
 import signal
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agentenv import settings
 
@@ -56,6 +56,23 @@ class WorkerCgroup:
     _memory: str = ""  # the memory limit last written
     _pids: int | None = -1
     _weight: int = 100
+    _readers: dict[str, int] = field(default_factory=dict)  # file name -> a descriptor kept open
+
+    def _read(self, controller: str, name: str) -> bytes | None:
+        """A control file's content, from a descriptor opened once and read with ``pread``.
+
+        Read before and after every run, on the caller's clock: a kept descriptor costs one
+        system call where opening the file each time costs a path walk and a buffered reader
+        (an order of magnitude more). None if the file cannot be read.
+        """
+        fd = self._readers.get(name)
+        try:
+            if fd is None:
+                fd = self._readers[name] = os.open(os.path.join(self.dirs[controller], name),
+                                                   os.O_RDONLY | os.O_CLOEXEC)
+            return os.pread(fd, 4096, 0)
+        except (OSError, KeyError):
+            return None
 
     @property
     def procs_files(self) -> list[str]:
@@ -116,11 +133,10 @@ class WorkerCgroup:
         """Bytes charged to this cgroup now, or None without a memory controller."""
         if "memory" not in self.dirs:
             return None
-        name = "memory.usage_in_bytes" if self.version == 1 else "memory.current"
+        data = self._read("memory", "memory.usage_in_bytes" if self.version == 1 else "memory.current")
         try:
-            with open(os.path.join(self.dirs["memory"], name)) as handle:
-                return int(handle.read())
-        except (OSError, ValueError):
+            return int(data) if data is not None else None
+        except ValueError:
             return None
 
     def set_weight(self, weight: int) -> None:
@@ -141,19 +157,22 @@ class WorkerCgroup:
         """How many processes the kernel has killed in this cgroup for want of memory."""
         if "memory" not in self.dirs:
             return 0
-        name = "memory.oom_control" if self.version == 1 else "memory.events"
-        try:
-            with open(os.path.join(self.dirs["memory"], name)) as handle:
-                for line in handle:
-                    key, _, value = line.partition(" ")
-                    if key == "oom_kill":
-                        return int(value)
-        except (OSError, ValueError):
-            pass
+        data = self._read("memory", "memory.oom_control" if self.version == 1 else "memory.events")
+        for line in (data or b"").splitlines():
+            key, _, value = line.partition(b" ")
+            if key == b"oom_kill":
+                try:
+                    return int(value)
+                except ValueError:
+                    return 0
         return 0
 
     def remove(self) -> None:
         """Kill whatever is still inside, then delete the directories; never raises."""
+        for fd in self._readers.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._readers.clear()
         for directory in self.dirs.values():
             for _attempt in range(50):
                 try:

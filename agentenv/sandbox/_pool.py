@@ -213,6 +213,7 @@ class _WorkerHandle:
         self._in = self.proc.stdin.fileno()
         self._poll = select.poll()
         self._poll.register(self._out, select.POLLIN)
+        self._buffer = bytearray()  # bytes the worker sent that no read has taken yet
         try:
             ready = self._read(time.monotonic() + STARTUP_TIMEOUT)
         except WorkerDied as exc:
@@ -358,21 +359,27 @@ class _WorkerHandle:
         return message
 
     def _read_exact(self, n: int, deadline: float) -> bytes:
-        parts: list[bytes] = []
-        got = 0
-        while got < n:
+        """``n`` bytes of the worker's output, by ``deadline`` (else the worker is killed).
+
+        Reads whatever the pipe holds, up to 1 MiB at a time, and keeps the rest for the next
+        call: a reply's frames and the idle report behind it take one or two system calls, not
+        two per frame.
+        """
+        buffer = self._buffer
+        while len(buffer) < n:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self.kill()
                 raise WorkerDied("the worker did not answer in time")
             if not self._poll.poll(remaining * 1000):
                 continue
-            chunk = os.read(self._out, min(n - got, 1 << 20))
+            chunk = os.read(self._out, max(n - len(buffer), 1 << 20))
             if not chunk:
                 raise WorkerDied(f"the worker exited (status {self.proc.poll()})")
-            parts.append(chunk)
-            got += len(chunk)
-        return b"".join(parts)
+            buffer += chunk
+        data = bytes(buffer[:n])
+        del buffer[:n]
+        return data
 
     def kill(self) -> None:
         with contextlib.suppress(OSError):
