@@ -158,6 +158,18 @@ def test_candidate_output_is_captured_and_capped(pool: SandboxPool) -> None:
     assert result.fraction == 1.0
 
 
+def test_all_output_written_before_the_checks_end_comes_back(pool: SandboxPool) -> None:
+    """The worker answers as soon as every process of the run wrote its last bytes, without
+    waiting for the pipes to close: whatever was printed up to then (unflushed buffers, big
+    writes on both streams, a check that prints) still comes back whole, run after run."""
+    code = ("import sys\nsys.stdout.write('o' * 60000)\nsys.stderr.write('e' * 60000)\n"
+            "def add(a, b):\n    print('called', a, b)\n    return a + b\n")
+    for _round in range(5):
+        result = run_tests(code, CHECKS, pool=pool)
+        assert result.fraction == 1.0, result
+        assert result.stdout.startswith("o" * 60000) and result.stdout.count("called") == len(CHECKS)
+        assert result.stderr == "e" * 60000
+
 def test_exit_codes_and_exits_decide_nothing(pool: SandboxPool) -> None:
     """sys.exit(0) in the middle of the checks fails the rest rather than passing them."""
     code = "import sys\ndef add(a, b):\n    if a < 0:\n        sys.exit(0)\n    return a + b\n"

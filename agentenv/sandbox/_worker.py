@@ -215,7 +215,7 @@ OOM_FD = 5  # a prepared run's /proc/self/oom_score_adj, until the job starts
 NODUMP = b"+nodump\n"  # its first bytes: its id maps are written and it is no longer dumpable
 READY = b"+ready\n"  # its next bytes: it is locked down
 STARTED = b"+started\n"  # G's first bytes on the result channel, written before any candidate code
-FINISHED = b"+finished\n"  # G's last bytes when run_job returned (only used to skip a wait)
+FINISHED = b"+finished\n"  # a run's last bytes when its job returned (only used to skip waits)
 
 
 def _become_candidate(channel: dict[str, int], namespaces: bool) -> None:
@@ -839,9 +839,19 @@ class Worker:
                 continue  # gone in between: its time is now in its parent's
         return total / _TICKS
 
+    @staticmethod
+    def _drain(sel: selectors.BaseSelector, caps: dict[int, int], kept: dict[int, list[bytes]],
+               size: dict[int, int], dropped: dict[int, int]) -> None:
+        """Take what the still-open pipes hold now, without waiting for more."""
+        for fd in caps:
+            if fd in sel.get_map():
+                _drain_into(fd, kept[fd], caps[fd], size, dropped)
+
     def _collect(self, runs: list[_Prepared], caps: dict[int, int], cpu_limit: float,
                  deadline: float, since: int) -> dict[str, Any]:
-        """Read the runs' pipes until they close, every run ends, or a limit; then kill them.
+        """Read the runs' pipes until they close, every run ends, every result pipe ends with
+        ``FINISHED`` (what the pipes hold then is taken without waiting for their ends), or a
+        limit; then kill them.
 
         ``runs`` is ``G`` alone, or ``G`` and its judge ``J``; the run ends when all have exited.
         The time limit is ``cpu_limit`` seconds of CPU used by the run's processes, checked as
@@ -862,6 +872,8 @@ class Worker:
                 pidfds[pidfd] = run.pid
                 sel.register(pidfd, selectors.EVENT_READ)
         polled = [run.pid for run in runs if run.pid not in pidfds.values()]
+        results = {run.res_r for run in runs}
+        finished: set[int] = set()  # result pipes whose last bytes so far are FINISHED
         timed_out = False
         exited: set[int] = set()
         ended_at: float | None = None
@@ -911,6 +923,13 @@ class Worker:
                         kept[fd].append(data[:room])
                         size[fd] += min(room, len(data))
                     dropped[fd] += max(0, len(data) - max(room, 0))
+                    if fd in results and data.endswith(FINISHED):
+                        finished.add(fd)
+                        if len(finished) == len(results) and ended_at is None:
+                            # Every process wrote its last bytes after flushing its output:
+                            # take what the pipes hold and answer now, not after the EOFs.
+                            self._drain(sel, caps, kept, size, dropped)
+                            break
         finally:
             sel.close()
             _close(*pidfds)
@@ -929,7 +948,6 @@ class Worker:
         if not started:
             return {"error": "a run's process failed before running its job"}
         blobs: list[bytes] = []
-        results = {run.res_r for run in runs}
         for fd in caps:
             blob = b"".join(kept[fd])
             if dropped[fd] and fd not in results:
@@ -941,6 +959,23 @@ class Worker:
         if len(runs) > 1:
             outcome["judge_died"] = None if timed_out else _describe(statuses[1])
         return outcome
+
+
+def _drain_into(fd: int, kept: list[bytes], cap: int, size: dict[int, int],
+                dropped: dict[int, int]) -> None:
+    """Read what ``fd`` holds now (non-blocking) into ``kept``, within ``cap`` bytes."""
+    while True:
+        try:
+            data = os.read(fd, 1 << 16)
+        except OSError:  # BlockingIOError: nothing more for now
+            return
+        if not data:
+            return
+        room = cap - size[fd]
+        if room > 0:
+            kept.append(data[:room])
+            size[fd] += min(room, len(data))
+        dropped[fd] += max(0, len(data) - max(room, 0))
 
 
 class _PairedRun:
