@@ -583,7 +583,13 @@ def _run_repair_trees(args: argparse.Namespace, tasks: Any, policy: Any, config:
     result = run_repair_trees(tasks, policy, config, out, initial=initial, repairs=repairs)
     tree = result.summary["tree"]
     _stdout().print(_summary_table(result.summary, f"{args.policy} on {args.tasks} (repair trees)"))
+    _stdout().print("each root counts once (its branches share its weight): pass@1: the first "
+                    "programs' pass rate; solve rate: a root with one repair (a random branch); repair: "
+                    "a branch's chance to repair its failed root")
+    rate = tree["tree_solve_rate"]
     _stdout().print(f"{tree['roots']} roots, {tree['failed_roots']} failed and branched {repairs} ways; "
+                    f"tree solve rate (first program or any of {repairs} repairs) "
+                    f"{_fmt(rate)}; "
                     f"{tree['policy_calls']} policy calls ({tree['calls_saved_by_sharing']} saved by "
                     f"sharing first turns); wrote {out / 'trajectories.jsonl'}")
     return EXIT_OK

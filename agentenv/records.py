@@ -4,6 +4,8 @@ These are the JSON-shaped records that environments write, the rollout runner st
 line in ``trajectories.jsonl``, and ``agentenv.credit`` / ``agentenv.report`` read back. They
 round-trip through ``to_dict``/``from_dict``. ``Completion`` is the raw text a policy returns,
 optionally carrying the server's usage numbers and finish reason so they reach the record.
+``episode_weights`` says how much each record weighs in a run's numbers (a repair tree's
+branches share their root's weight).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ __all__ = [
     "TurnRecord",
     "classify_outcome",
     "code_hash",
+    "episode_weights",
 ]
 
 Outcome = Literal["no_code", "syntax_error", "runtime_error", "timeout", "wrong_answer", "pass"]
@@ -328,3 +331,19 @@ class Trajectory:
         kwargs["template_ids"] = dict(data.get("template_ids", {}))
         kwargs["metadata"] = dict(data.get("metadata", {}))
         return cls(**kwargs)
+
+
+def episode_weights(trajectories: Sequence[Trajectory]) -> list[float]:
+    """Each trajectory's weight in a run's numbers: 1, or for a branch of a repair tree
+    (``metadata["tree"]["branch"]`` set) one over the number of its root's branches among
+    ``trajectories``, so that every root counts once, as a plain run's episode does."""
+    keys: list[tuple[str, Any] | None] = []
+    for t in trajectories:
+        tree = t.metadata.get("tree")
+        branched = isinstance(tree, Mapping) and tree.get("branch") is not None
+        keys.append((t.task_name, tree.get("root")) if branched and isinstance(tree, Mapping) else None)
+    counts: dict[tuple[str, Any], int] = {}
+    for key in keys:
+        if key is not None:
+            counts[key] = counts.get(key, 0) + 1
+    return [1.0 if key is None else 1.0 / counts[key] for key in keys]

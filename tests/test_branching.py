@@ -14,7 +14,8 @@ from agentenv.envs.multiturn import EpisodeSnapshot, MultiTurnCodingEnv, Sandbox
 from agentenv.errors import ConfigError, EnvStateError
 from agentenv.grading.scoring import Scored
 from agentenv.policies import ScriptedPolicy
-from agentenv.rollout import RolloutConfig
+from agentenv.report.metrics import run_metrics
+from agentenv.rollout import RolloutConfig, run_rollouts
 from agentenv.rollout.tree import run_repair_trees
 from agentenv.tasks import Task
 from agentenv.tasks.builtin import builtin_tasks
@@ -128,6 +129,38 @@ def test_a_repair_tree_generates_each_shared_first_turn_once(tmp_path: Path) -> 
     assert len(lines) == len(result.trajectories)
 
 
+def test_a_tree_counts_each_root_once() -> None:
+    """A failed root is stored as M branches; the numbers weigh each by 1/M. The roots are seeded
+    as a plain run's samples, so the tree's pass@1 is that run's, and its solve rate is the mean
+    over roots of (solved first, else the fraction of its branches that repaired it)."""
+    tasks = builtin_tasks()[:8]
+    config = RolloutConfig(max_turns=2, seed=1, samples=3)
+    tree = run_repair_trees(tasks, ScriptedPolicy(tasks), config, None, initial=3, repairs=2)
+    plain = run_rollouts(tasks, ScriptedPolicy(tasks), config, None)
+    assert tree.summary["tree"]["failed_roots"] > 0  # else nothing here is tested
+    assert tree.summary["pass@1"] == pytest.approx(plain.summary["pass@1"])
+    assert tree.summary["episodes"] > plain.summary["episodes"]  # every branch is still stored
+    by_root: dict[str, list[Any]] = {}
+    for t in tree.trajectories:
+        by_root.setdefault(str(t.episode_id).split(".")[0], []).append(t)
+    per_root = [sum(t.solved_turn is not None for t in leaves) / len(leaves) for leaves in by_root.values()]
+    assert len(per_root) == 24
+    assert tree.summary["solve_rate"] == pytest.approx(sum(per_root) / len(per_root))
+    assert tree.summary["solve_rate_by_turn"][-1] == pytest.approx(tree.summary["solve_rate"])
+    repaired = [sum(t.solved_turn is not None for t in leaves) / len(leaves)
+                for leaves in by_root.values() if leaves[0].metadata["tree"]["branch"] is not None]
+    assert tree.summary["repair_rate"] == pytest.approx(sum(repaired) / len(repaired))
+    any_solved = [any(t.solved_turn is not None for t in leaves) for leaves in by_root.values()]
+    assert tree.summary["tree"]["tree_solve_rate"] == pytest.approx(sum(any_solved) / len(any_solved))
+    report = run_metrics(tree.trajectories)["overall"]  # the report weighs them the same way
+    assert report["pass@1"] == pytest.approx(plain.summary["pass@1"])
+    assert report["solve_rate"] == pytest.approx(tree.summary["solve_rate"])
+    for row in tree.summary["per_task"]:  # per task too: 3 roots each
+        mine = [t for t in tree.trajectories if t.task_name == row["task_name"]]
+        first = {str(t.episode_id).split(".")[0]: t.first_turn_solved for t in mine}
+        assert row["pass@1"] == pytest.approx(sum(first.values()) / 3)
+
+
 def test_repair_trees_need_a_second_turn() -> None:
     with pytest.raises(ConfigError, match="max_turns >= 2"):
         run_repair_trees(builtin_tasks()[:1], ScriptedPolicy(), RolloutConfig(max_turns=1))
@@ -137,7 +170,7 @@ def test_the_cli_builds_repair_trees(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["run", "--repair-tree", "2,3", "--max-turns", "2", "--limit", "4", "--no-progress",
                  "--out", str(tmp_path / "t")]) == 0
     out, _ = capsys.readouterr()
-    assert "8 roots" in out and "branched 3 ways" in out
+    assert "8 roots" in out and "branched 3 ways" in out and "tree solve rate" in out
     records = [json.loads(line) for line in (tmp_path / "t" / "trajectories.jsonl").read_text().splitlines()]
     assert records and all("tree" in r["metadata"] for r in records)
     summary = json.loads((tmp_path / "t" / "summary.json").read_text())

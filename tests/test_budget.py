@@ -6,9 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from agentenv.envs.coding import CodingEnv
 from agentenv.envs.multiturn import MIN_REPLY_TOKENS, MultiTurnCodingEnv
+from agentenv.errors import ConfigError
 from agentenv.policies import OpenAIPolicy, ScriptedPolicy
 from agentenv.rollout.episode import run_episode
 from agentenv.tasks import Task
@@ -149,3 +152,32 @@ def test_a_reply_that_uses_its_whole_allowance_still_gets_a_next_observation(bud
                 assert obs["max_tokens"] >= MIN_REPLY_TOKENS
         else:
             assert done
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(budget=st.integers(150, 1200), max_turns=st.integers(1, 4),
+       lengths=st.lists(st.integers(0, 900), min_size=4, max_size=4), right_at=st.integers(0, 4))
+def test_no_reply_is_ever_graded_past_the_budget(budget: int, max_turns: int, lengths: list[int],
+                                                 right_at: int) -> None:
+    """Replies of any length (prose before the code, 0-900 words) under any budget: what is graded
+    is never longer than the observation's allowance, and no request plus its graded reply
+    exceeds the budget, as OpenAI's chat accounting counts it."""
+    encoding = get_tokenizer(OFFLINE_ENCODING)
+    env = MultiTurnCodingEnv(tasks=[ADD], max_turns=max_turns, token_budget=budget, tokenizer=encoding)
+    try:
+        obs = env.reset(task_index=0)
+    except ConfigError:
+        assume(False)  # no room for a reply: refused up front
+    done, turn = False, 0
+    while not done:
+        allowance = obs["max_tokens"]
+        prompt = cookbook_count(encoding, obs["messages"])
+        assert prompt == obs["tokens_used"] and 1 <= allowance <= budget - prompt
+        reply = "word " * lengths[turn] + (RIGHT if turn == right_at else WRONG)
+        obs, _, done, _ = env.step(reply)
+        record = env.trajectory.turns[-1]  # type: ignore[union-attr]
+        graded = len(encoding.encode_ordinary(record.response_text))
+        assert graded <= allowance and prompt + graded <= budget
+        assert record.reply_cut == (len(encoding.encode_ordinary(reply)) > allowance)
+        assert reply.startswith(record.response_text)
+        turn += 1

@@ -40,6 +40,18 @@ def test_the_offline_study_is_not_degenerate(offline_runs: dict[str, Path]) -> N
     assert not any("identical single-step samples" in w or "zero variance" in w for w in result["warnings"])
 
 
+def test_an_arm_at_its_ceiling_on_every_task_is_warned_about(offline_runs: dict[str, Path]) -> None:
+    """The scripted policy's script ends in the reference within 3 turns, so revising solves every
+    task by turn 3: the interval then only measures the resample arm, and the report says so.
+    Read up to turn 2, both arms vary and nothing is said."""
+    at_3 = revise_vs_resample(offline_runs["multi"], offline_runs["multi"], n_boot=200)
+    assert {row["solve@k"] for row in at_3["by_task"].values()} == {1.0}
+    assert any("multi-turn arm's solve@k is 1.000 on every task" in w for w in at_3["warnings"])
+    at_2 = revise_vs_resample(offline_runs["multi"], offline_runs["multi"], k=2, n_boot=200)
+    assert len({row["solve@k"] for row in at_2["by_task"].values()}) > 1
+    assert not any("on every task" in w for w in at_2["warnings"])
+
+
 def test_a_policy_that_does_not_sample_is_warned_about(offline_runs: dict[str, Path]) -> None:
     result = revise_vs_resample(offline_runs["single_fixed"], offline_runs["multi"], n_boot=500)
     assert any("identical single-step samples" in w for w in result["warnings"])

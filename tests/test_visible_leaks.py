@@ -28,10 +28,17 @@ HIDDEN_INPUTS = (918273645, 555555, 4242)
 VISIBLE = "assert inc(2) == 3"
 
 
-def task_with_hidden_input(secret: int) -> Task:
+# Under stop_when="visible" nothing may depend on the hidden checks at all, not even on their
+# verdicts: the hidden check is also varied so that each candidate passes it (7: `half_wrong`
+# handles it; None: the hidden checks are the visible one alone, which every candidate passes)
+# or fails it, hangs on it, exits on it...
+RLEF_HIDDEN = (*HIDDEN_INPUTS, 7, None)
+
+
+def task_with_hidden_input(secret: int | None) -> Task:
+    hidden = () if secret is None else (f"assert inc({secret}) == {secret + 1}",)
     return Task(name="inc", prompt="Write `inc(x)` returning x + 1.", entry_point="inc",
-                checks=(VISIBLE, f"assert inc({secret}) == {secret + 1}"),
-                visible_checks=(VISIBLE,))
+                checks=(VISIBLE, *hidden), visible_checks=(VISIBLE,))
 
 
 def fenced(body: str) -> str:
@@ -66,7 +73,7 @@ HOSTILE = {
 }
 
 
-def everything_shown(secret: int, answer: str, **options: Any) -> tuple[str, Trajectory]:
+def everything_shown(secret: int | None, answer: str, **options: Any) -> tuple[str, Trajectory]:
     """Every observation and info of a 3-turn episode, as one JSON string, and the record."""
     env = MultiTurnCodingEnv(tasks=[task_with_hidden_input(secret)], max_turns=3, timeout=0.5,
                              feedback_from="visible", **options)
@@ -83,12 +90,14 @@ def everything_shown(secret: int, answer: str, **options: Any) -> tuple[str, Tra
 @pytest.mark.parametrize("attack", sorted(HOSTILE))
 def test_nothing_shown_depends_on_the_hidden_input(attack: str, stop_when: str) -> None:
     """Byte-identical observations and infos across hidden inputs, for every hostile candidate."""
-    runs = [everything_shown(secret, HOSTILE[attack], stop_when=stop_when) for secret in HIDDEN_INPUTS]
+    secrets = HIDDEN_INPUTS if stop_when == "hidden" else RLEF_HIDDEN
+    runs = [everything_shown(secret, HOSTILE[attack], stop_when=stop_when) for secret in secrets]
     texts = {text for text, _ in runs}
-    assert len(texts) == 1, f"{attack}: what the policy sees depends on the hidden input"
+    assert len(texts) == 1, f"{attack}: what the policy sees depends on the hidden checks"
     assert "918273645" not in texts.pop()
-    for _, trajectory in runs:  # the researcher still has the hidden verdicts
-        assert trajectory.turns[0].total == 2 and trajectory.turns[0].visible_total == 1
+    for secret, (_, trajectory) in zip(secrets, runs, strict=True):  # the researcher keeps the hidden verdicts
+        assert trajectory.turns[0].total == (1 if secret is None else 2)
+        assert trajectory.turns[0].visible_total == 1
 
 
 def test_hidden_stop_reveals_one_bit_and_the_visible_stop_closes_it() -> None:
@@ -119,14 +128,15 @@ def test_the_exit_status_channel_is_open_when_feedback_shows_everything() -> Non
     assert str(918273645 % 256) in obs["feedback"]
 
 
-def test_gymnasium_observation_and_info_do_not_depend_on_the_hidden_input() -> None:
+@pytest.mark.parametrize("stop_when", ["hidden", "visible"])
+def test_gymnasium_observation_and_info_do_not_depend_on_the_hidden_input(stop_when: str) -> None:
     pytest.importorskip("gymnasium")
     from agentenv.gym import MultiTurnCodingGymEnv
 
     seen = set()
-    for secret in HIDDEN_INPUTS:
+    for secret in HIDDEN_INPUTS if stop_when == "hidden" else RLEF_HIDDEN:
         env = MultiTurnCodingGymEnv(tasks=[task_with_hidden_input(secret)], max_turns=3, timeout=0.5,
-                                    feedback_from="visible")
+                                    feedback_from="visible", stop_when=stop_when)
         obs, info = env.reset(seed=0)
         steps: list[Any] = [obs, info]
         done = False
@@ -138,15 +148,57 @@ def test_gymnasium_observation_and_info_do_not_depend_on_the_hidden_input() -> N
     assert len(seen) == 1
 
 
-def test_single_step_visible_view_does_not_depend_on_the_hidden_input() -> None:
+@pytest.mark.parametrize("attack", sorted(HOSTILE))
+def test_single_step_visible_view_does_not_depend_on_the_hidden_input(attack: str) -> None:
+    """One turn always ends the episode, so not even the hidden verdict may show (RLEF_HIDDEN)."""
     infos = set()
-    for secret in HIDDEN_INPUTS:
+    for secret in RLEF_HIDDEN:
         env = CodingEnv(tasks=[task_with_hidden_input(secret)], timeout=0.5, feedback_from="visible")
         obs = env.reset(task_index=0)
-        obs2, _, done, info = env.step(HOSTILE["hang"])
+        obs2, _, done, info = env.step(HOSTILE[attack])
         assert done
-        infos.add(json.dumps([obs, obs2, info], sort_keys=True))
-    assert len(infos) == 1
+        assert env.trajectory is not None  # the hidden checks were graded, for the researcher
+        assert env.trajectory.turns[0].total == (1 if secret is None else 2)
+        shown: list[Any] = [obs, obs2, info]
+        if gymnasium_installed():
+            from agentenv.gym import CodingGymEnv
+
+            gym_env = CodingGymEnv(tasks=[task_with_hidden_input(secret)], timeout=0.5, feedback_from="visible")
+            gym_obs, gym_info = gym_env.reset(seed=0)
+            gym_step = gym_env.step(HOSTILE[attack])
+            shown += [gym_obs, gym_info, gym_step[0], *gym_step[2:]]
+        infos.add(json.dumps(shown, sort_keys=True))
+    assert len(infos) == 1, attack
+
+
+def gymnasium_installed() -> bool:
+    try:
+        import gymnasium  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# A feedback template that renders every variable it may use, raw: a researcher's template can
+# show the policy any of them, so each must be computed from the visible run alone.
+EVERY_VARIABLE = """turn={{ turn }} turns_left={{ turns_left }} passed={{ passed }} total={{ total }}
+solved={{ solved }} outcome={{ outcome }} timed_out={{ timed_out }} source={{ source }}
+entry_point={{ entry_point }} omitted={{ omitted }} failures={{ failures }}
+
+{{ turns_left }} attempts left."""
+
+
+@pytest.mark.parametrize("attack", sorted(HOSTILE))
+def test_every_feedback_template_variable_is_computed_from_the_visible_run(
+        attack: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    prompts = tmp_path_factory.mktemp("prompts")
+    (prompts / "feedback.j2").write_text(EVERY_VARIABLE)
+    rendered = set()
+    for secret in RLEF_HIDDEN:
+        text, trajectory = everything_shown(secret, HOSTILE[attack], stop_when="visible", prompts_dir=prompts)
+        assert "outcome=" in text and "timed_out=" in text  # the template was used
+        rendered.add(text + json.dumps([t.feedback for t in trajectory.turns]))
+    assert len(rendered) == 1, attack
 
 
 def test_async_steps_keep_the_same_view() -> None:

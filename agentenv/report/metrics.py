@@ -11,7 +11,10 @@ hidden checks passed):
   ``max_turns``); an episode that stopped early keeps its final status.
 - ``mean_reward``: the final turn's reward. ``tokens``: see :mod:`agentenv.report.budget`.
 
-A task row averages over that task's episodes. Overall and per-difficulty rows average the
+A task row averages over that task's episodes, each weighted by
+:func:`agentenv.records.episode_weights` (1, or for the branches of a repair tree's failed root
+1/M each, so every root counts once; the pooled repair rate is unaffected: every failed root has
+M branches). Overall and per-difficulty rows average the
 task rows (each task weighs the same, as in pass@k); with the same number of samples per task
 that equals the average over episodes. The reward distribution, the outcome counts and the
 turn-to-turn outcome transition matrix pool every episode.
@@ -24,7 +27,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from agentenv.records import OUTCOMES, Trajectory
+from agentenv.records import OUTCOMES, Trajectory, episode_weights
 from agentenv.report.budget import episode_cost
 from agentenv.report.records import (
     MetricRow,
@@ -71,31 +74,45 @@ def _tokens(means: Mapping[str, float | None]) -> TokenMeans:
             "conversation": means["conversation"]}
 
 
-def _mean_tokens(episodes: Sequence[Trajectory]) -> TokenMeans:
+def _mean_tokens(episodes: Sequence[Trajectory], weights: Sequence[float]) -> TokenMeans:
     costs = [episode_cost(t).to_dict() for t in episodes]
-    return _tokens({key: mean([c[key] for c in costs if c[key] is not None]) for key in TOKEN_KEYS})
+    return _tokens({key: _weighted([c[key] for c in costs], weights) for key in TOKEN_KEYS})
+
+
+def _weighted(values: Sequence[float | None], weights: Sequence[float]) -> float | None:
+    """The weighted mean of the values that are not None (None if there are none)."""
+    pairs = [(v, w) for v, w in zip(values, weights, strict=True) if v is not None]
+    total = math.fsum(w for _, w in pairs)
+    return math.fsum(v * w for v, w in pairs) / total if pairs and total else None
 
 
 def task_row(episodes: Sequence[Trajectory], turns: int) -> TaskRow:
     """The metrics of one task's episodes (see the module docstring)."""
     n = len(episodes)
+    weights = episode_weights(episodes)
+
+    def weighted(values: Sequence[float]) -> float:
+        result = _weighted(values, weights)
+        assert result is not None  # a task row has at least one episode
+        return result
+
     # Only an episode allowed a second turn can be repaired (none in a single-step run).
     failed_first = [t for t in episodes if not t.first_turn_solved and t.max_turns > 1]
     repaired = sum(1 for t in failed_first if t.solved_turn is not None)
     return {
         "episodes": n,
         "tasks": 1,
-        "pass@1": sum(t.first_turn_solved for t in episodes) / n,
-        "solve_rate": sum(t.solved_turn is not None for t in episodes) / n,
+        "pass@1": weighted([float(t.first_turn_solved) for t in episodes]),
+        "solve_rate": weighted([float(t.solved_turn is not None) for t in episodes]),
         "repaired": repaired,
         "failed_first": len(failed_first),
         "repair_rate": repaired / len(failed_first) if failed_first else None,
-        "mean_reward": math.fsum(t.final_reward for t in episodes) / n,
-        "mean_first_reward": math.fsum(t.turns[0].reward if t.turns else 0.0 for t in episodes) / n,
-        "mean_turns": sum(len(t.turns) for t in episodes) / n,
-        "cumulative_solve_rate": [sum(_solved_by(t, k) for t in episodes) / n
+        "mean_reward": weighted([t.final_reward for t in episodes]),
+        "mean_first_reward": weighted([t.turns[0].reward if t.turns else 0.0 for t in episodes]),
+        "mean_turns": weighted([float(len(t.turns)) for t in episodes]),
+        "cumulative_solve_rate": [weighted([float(_solved_by(t, k)) for t in episodes])
                                   for k in range(1, turns + 1)],
-        "tokens": _mean_tokens(episodes),
+        "tokens": _mean_tokens(episodes, weights),
     }
 
 

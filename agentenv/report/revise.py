@@ -28,7 +28,8 @@ are posed the same prompts when the runs share templates (warned otherwise).
 
 ``warnings`` says when the study cannot mean what it seems to: single-step samples that are
 all the same code for most tasks (the policy does not sample: resampling cannot help, and 1@k is
-pass@1), per-task differences with zero variance (a degenerate interval), arms built from
+pass@1), per-task differences with zero variance (a degenerate interval), an arm at the same
+level on every task (a floor or ceiling: the interval is the other arm's alone), arms built from
 different templates or policies, and tasks without visible checks.
 """
 
@@ -317,6 +318,12 @@ def revise_vs_resample(single_step_run: RunLike, multi_turn_run: RunLike, k: int
     if len(diffs) > 1 and max(diffs) - min(diffs) == 0.0:
         warnings.append(f"revise - 1@k is {diffs[0]:+.3f} on every task (zero variance): the "
                         "bootstrap interval is degenerate and says nothing about uncertainty")
+    for key, arm in (("solve@k", "the multi-turn arm's solve@k"), ("1@k", "the resample arm's 1@k")):
+        levels = {row[key] for row in row_list}
+        if len(row_list) > 1 and len(levels) == 1:
+            warnings.append(f"{arm} is {levels.pop():.3f} on every task (a floor or ceiling): the "
+                            "interval reflects the other arm alone; a smaller --k or harder tasks "
+                            "would let both arms vary")
     without_visible = [name for name, row in rows.items() if not row["has_visible"]]
     if without_visible:
         warnings.append(f"{len(without_visible)} of {len(rows)} task(s) have no visible checks, "

@@ -6,6 +6,12 @@ that failed turn 1), ``mean_reward`` (final reward), ``mean_turns``, token count
 cumulative solve rate by turn. Tokens come in two kinds: what the environment counted in the
 conversation (``total``, of which ``generated`` by the policy), and what the model server
 reported (``prompt_tokens``/``completion_tokens``, summed over calls; absent offline).
+A repair-tree run (:mod:`agentenv.rollout.tree`) writes a failed root as one trajectory per
+repair branch, all sharing the root's first turn; every number here weighs each branch by one
+over its root's branch count, so each root counts once: ``pass@1`` is the first programs' pass
+rate (what a plain run with the same seeds reports), ``solve_rate`` the chance that a root with
+one repair (a random branch) is solved, ``repair_rate`` a branch's chance to repair its failed
+root. ``episodes`` and the token totals still count every stored trajectory.
 Only finished episodes count: a partial one (stopped by the infrastructure after a graded turn,
 to be continued by a resume) is in none of these numbers; the runner lists it under
 ``partial`` (:func:`partial_row`) and counts it in ``run.partial``/``run.partial_turns``.
@@ -18,7 +24,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any, TypedDict
 
-from agentenv.records import Trajectory
+from agentenv.records import Trajectory, episode_weights
 from agentenv.rollout.plan import RolloutConfig
 
 __all__ = ["DifficultyRow", "GroupSummary", "PartialRow", "RunRecord", "Summary", "TaskRow", "TokenCounts",
@@ -112,15 +118,19 @@ class Summary(_SummaryBase, total=False):
 _UNKNOWN = "unknown"
 
 
-def _mean(values: Sequence[float]) -> float | None:
-    return sum(values) / len(values) if values else None
+def _mean(values: Sequence[float], weights: Sequence[float]) -> float | None:
+    """The weighted mean (see :func:`agentenv.records.episode_weights`); None when empty."""
+    total = sum(weights)
+    return sum(v * w for v, w in zip(values, weights, strict=True)) / total if total else None
 
 
 def summarize_group(trajectories: Sequence[Trajectory]) -> GroupSummary:
     """The headline numbers of a group of episodes (None where a number is undefined)."""
     n = len(trajectories)
+    weights = episode_weights(trajectories)
+    roots = sum(weights)
     solved_turns = [t.solved_turn for t in trajectories]
-    failed_first = [t for t in trajectories if not t.first_turn_solved]
+    failed_first = [(t, w) for t, w in zip(trajectories, weights, strict=True) if not t.first_turn_solved]
     max_turns = max((t.max_turns for t in trajectories), default=0)
     prompt_tokens = completion_tokens = 0
     calls_with_usage = 0
@@ -133,18 +143,20 @@ def summarize_group(trajectories: Sequence[Trajectory]) -> GroupSummary:
     total_tokens = sum(t.total_tokens for t in trajectories)
     return {
         "episodes": n,
-        "pass@1": _mean([1.0 if t.first_turn_solved else 0.0 for t in trajectories]),
-        "solve_rate": _mean([1.0 if s is not None else 0.0 for s in solved_turns]),
-        "repair_rate": _mean([1.0 if t.solved_turn is not None else 0.0 for t in failed_first]),
-        "mean_reward": _mean([t.final_reward for t in trajectories]),
-        "mean_turns": _mean([float(len(t.turns)) for t in trajectories]),
+        "pass@1": _mean([1.0 if t.first_turn_solved else 0.0 for t in trajectories], weights),
+        "solve_rate": _mean([1.0 if s is not None else 0.0 for s in solved_turns], weights),
+        "repair_rate": _mean([1.0 if t.solved_turn is not None else 0.0 for t, _ in failed_first],
+                             [w for _, w in failed_first]),
+        "mean_reward": _mean([t.final_reward for t in trajectories], weights),
+        "mean_turns": _mean([float(len(t.turns)) for t in trajectories], weights),
         "solve_rate_by_turn": [
-            sum(1 for s in solved_turns if s is not None and s <= k) / n for k in range(1, max_turns + 1)
+            sum(w for s, w in zip(solved_turns, weights, strict=True) if s is not None and s <= k) / roots
+            for k in range(1, max_turns + 1)
         ] if n else [],
         "tokens": {
             "total": total_tokens,
             "generated": sum(t.action_tokens for t in trajectories),
-            "mean_per_episode": total_tokens / n if n else None,
+            "mean_per_episode": _mean([float(t.total_tokens) for t in trajectories], weights),
             "prompt_tokens": prompt_tokens if calls_with_usage else None,
             "completion_tokens": completion_tokens if calls_with_usage else None,
         },

@@ -10,8 +10,11 @@ end (``max_turns=2``: exactly one repair).
 What it writes, into the same run directory layout as :func:`agentenv.rollout.run_rollouts`:
 a solved root as one trajectory (``task#r<i>``), and a failed root as ``repairs`` trajectories
 (``task#r<i>.<j>``) that share its first turn. Each carries ``metadata["tree"]``: ``root``,
-``branch`` (None for a solved root) and ``shared_turns``. ``summary.json`` adds ``tree``: the
-shape, the policy calls made and the calls the shared prefixes saved. Re-running into the same
+``branch`` (None for a solved root) and ``shared_turns``. ``summary.json``'s numbers count each
+root once (its branches share its weight, see :mod:`agentenv.rollout.summary`), so ``pass@1``
+is the first programs' pass rate; it adds ``tree``: the shape, the policy calls made, the calls
+the shared prefixes saved, and ``tree_solve_rate``: the fraction of roots solved by their first
+program or by any of their ``repairs`` branches (the tree's pass rate). Re-running into the same
 directory resumes tree by tree.
 """
 
@@ -135,8 +138,10 @@ async def arun_repair_trees(tasks: Sequence[Task], policy: PolicyLike, config: R
     summary["run"] = {"policy": policy_name(policy), "model": policy_model(policy) or config.model,
                       "tasks": config.tasks, "mode": "repair_tree", "max_turns": config.max_turns,
                       "seed": config.seed, "seconds": round(seconds, 3)}
+    solved_trees = sum(1 for v in results.values() if any(t.solved_turn is not None for t in v))
     summary["tree"] = {"initial": initial, "repairs": repairs, "roots": len(results),
                        "failed_roots": sum(1 for v in results.values() if v and v[0].metadata["tree"]["branch"] is not None),
+                       "tree_solve_rate": solved_trees / len(results) if results else None,
                        "policy_calls": counts["calls"], "calls_saved_by_sharing": counts["saved"],
                        "resumed_roots": counts["resumed_roots"]}
     summary["errors"] = []
