@@ -581,13 +581,17 @@ def test_report_on_a_missing_directory_names_it_and_not_matplotlib(
 
 def test_loader_hints_use_command_line_syntax(
         tmp_path: Path, unreachable_hub: None, capsys: pytest.CaptureFixture[str]) -> None:
-    """A missing local copy says --data; an unmapped JSONL says --map."""
+    """A missing local copy says --data; an unmapped JSONL, or one whose names repeat, says --map."""
     code, _out, err = run_cli(capsys, "tasks", "list", "--tasks", "mbpp")
     assert code == 2 and "--data" in err
     odd = tmp_path / "odd.jsonl"
     odd.write_text(json.dumps({"question": "q", "tests": ["assert True"]}) + "\n")
     code, _out, err = run_cli(capsys, "tasks", "list", "--tasks", str(odd))
     assert code == 2 and "--map prompt=question,checks=tests" in err
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text(2 * (json.dumps(builtin_tasks()[0].to_dict()) + "\n"))
+    code, _out, err = run_cli(capsys, "tasks", "list", "--tasks", str(twice))
+    assert code == 2 and "--map name=FIELD" in err
 
 
 def test_two_runs_of_the_same_settings_write_identical_files_and_tables(
