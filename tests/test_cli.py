@@ -457,6 +457,13 @@ def test_the_run_table_has_intervals_column_definitions_and_the_next_command(
     assert "0.333 ± 0." in overall
     assert "pass@1: solved on the first turn" in out and "95% interval" in out
     assert f"next: agentenv report {out_dir}" in out
+    # The report gives the same rates with the same intervals, and says what ± is.
+    code, report, _err = run_cli(capsys, "report", str(out_dir), "--no-credit")
+    report_overall = next(line for line in report.splitlines() if line.startswith("overall"))
+    assert code == 0 and re.findall(r"[\d.]+ ± [\d.]+", report_overall) == re.findall(r"[\d.]+ ± [\d.]+", overall)
+    assert "95% interval over tasks" in report
+    page = (out_dir / "report" / "report.html").read_text()
+    assert all(f"<td>{cell}</td>" in page for cell in re.findall(r"[\d.]+ ± [\d.]+", overall))
 
 
 def test_a_single_difficulty_level_does_not_repeat_the_overall_row(
