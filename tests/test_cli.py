@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -464,6 +465,21 @@ def test_the_run_table_has_intervals_column_definitions_and_the_next_command(
     assert "95% interval over tasks" in report
     page = (out_dir / "report" / "report.html").read_text()
     assert all(f"<td>{cell}</td>" in page for cell in re.findall(r"[\d.]+ ± [\d.]+", overall))
+
+
+def test_the_next_command_pastes_into_a_shell_whatever_the_directory_is_called(
+        tmp_path: Path, tasks_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A run directory with a space and brackets: the printed `agentenv report ...` line, split
+    as a shell splits it, runs the report of that directory."""
+    out_dir = tmp_path / "my runs" / "try [2]"
+    code, out, _err = run_cli(capsys, "run", "--policy", "reference", "--tasks", str(tasks_file),
+                              "--out", str(out_dir), "--no-progress")
+    line = next(line for line in out.splitlines() if line.startswith("next: "))
+    argv = shlex.split(line.removeprefix("next: ").split("   (")[0])
+    assert code == 0 and argv[:2] == ["agentenv", "report"] and argv[2:] == [str(out_dir)]
+    code, _out, err = run_cli(capsys, *argv[1:], "--no-credit")
+    assert code == 0, err
+    assert (out_dir / "report" / "episodes.html").is_file()
 
 
 def test_a_single_difficulty_level_does_not_repeat_the_overall_row(
