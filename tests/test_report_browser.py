@@ -13,12 +13,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from report_builders import multi_turn, multi_turn_run, write_run
+from report_builders import multi_turn, multi_turn_run, single_step_run, write_run
 
 from agentenv.envs.multiturn import MultiTurnCodingEnv
 from agentenv.policies import ScriptedPolicy
 from agentenv.records import Trajectory
-from agentenv.report import write_report
+from agentenv.report import write_report, write_revise_report
 from agentenv.report.browser import browser_page, episode_anchors, ordered_episodes
 from agentenv.report.runs import load_run
 from agentenv.rollout import RolloutConfig, run_rollouts
@@ -167,3 +167,37 @@ def test_a_screenshot_of_the_browser_is_a_real_rendering(browsed_run: Path, tmp_
         # The outcome labels' green (#d4f4dd) is on screen: the styles were applied.
         greens = sum(n for n, (r, g, b) in colours if g > 200 and r < 225 and b < 230 and g - r > 20)
         assert greens > 200
+
+
+@pytest.mark.parametrize("page", ["report.html", "revise_vs_resample.html", "episodes.html"])
+def test_no_page_runs_off_a_narrow_window(page: str, tmp_path: Path) -> None:
+    """In a 640-pixel window (scrollbars hidden), nothing is drawn in the body's right padding:
+    wide tables scroll inside the page and long lines wrap instead of running off it."""
+    from PIL import Image  # pillow comes with matplotlib (the dev extra's plots)
+
+    single = write_run(tmp_path / "single", single_step_run())
+    multi = _run_with_a_conversation()
+    long_line = "x" * 400  # one unbreakable word, wider than any window
+    multi[0].turns[0] = dataclasses.replace(multi[0].turns[0], feedback=long_line, response_text=long_line)
+    multi_dir = write_run(tmp_path / "multi", multi)
+    write_report(multi_dir, credit=False)
+    revise = write_revise_report(single, multi_dir, out_dir=multi_dir / "report", n_boot=100)
+    assert Path(revise["files"]["html"]).name == "revise_vs_resample.html"
+    binary = _chromium()
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    shot = tmp_path / "page.png"
+    done = subprocess.run([binary, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                           "--hide-scrollbars", f"--user-data-dir={profile}", "--window-size=640,3000",
+                           f"--screenshot={shot}", (multi_dir / "report" / page).as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and shot.is_file(), done.stderr[-2000:]
+    with Image.open(shot) as image:
+        rgb = image.convert("RGB")
+        width, height = rgb.size
+        assert width == 640
+        # The body's right padding is 1em (16 px): its outer 12 px stay white, top to bottom.
+        strip = rgb.crop((width - 12, 0, width, height))
+        assert {colour for _count, colour in strip.getcolors(maxcolors=1 << 16) or []} == {(255, 255, 255)}
+        # ...and the page is not blank: something was drawn left of it.
+        assert len(rgb.crop((0, 0, width - 12, height)).getcolors(maxcolors=1 << 20) or []) > 50
