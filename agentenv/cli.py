@@ -27,6 +27,7 @@ import contextlib
 import json
 import math
 import os
+import shlex
 import sys
 import tempfile
 import time
@@ -527,7 +528,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         progress.stop()  # before the message, so it is not drawn over
         err.print(f"interrupted: finished episodes are saved in {out}; run the same command with "
-                  f"--out {out} to resume")
+                  f"--out {shlex.quote(str(out))} to resume")
         return EXIT_INTERRUPTED
     finally:
         progress.stop()
@@ -540,7 +541,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     stdout.print(f"{_plural(run_info['ran'], 'episode')} run{continued}, {result.skipped} resumed, "
                  f"{run_info['seconds']:.1f}s; wrote {out / 'trajectories.jsonl'} and "
                  f"{out / 'summary.json'}")
-    stdout.print(f"next: agentenv report {out}   (HTML report and a browser of every episode)")
+    # Quoted for a shell: the line is meant to be pasted as it is, whatever the directory's name.
+    stdout.print(f"next: agentenv report {shlex.quote(str(out))}   (HTML report and a browser of every episode)")
     kept = ""  # partial episodes: stopped midway, their graded turns saved, not in the table
     if result.partial:
         graded = sum(len(t.turns) for t in result.partial)
@@ -550,7 +552,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         err.print(f"stopped: {result.stopped}; {len(result.trajectories)} finished episode(s)"
                   f"{' and ' + kept if kept else ''} are "
                   f"saved in {out}; once the server answers again, run the same command with "
-                  f"--out {out} to resume (partial episodes go on from their last graded turn)",
+                  f"--out {shlex.quote(str(out))} to resume (partial episodes go on from their last graded turn)",
                   markup=False)
         return EXIT_FAILURES
     if summary.get("stop_reasons", {}).get("context_length"):

@@ -216,7 +216,9 @@ class Trajectory:
     "context_length"/"policy_error" when the server rejected a model call; ``None`` while
     the episode is running; "server_unavailable"/"interrupted" for a partial episode
     (:attr:`partial`), stopped by the infrastructure and continued on resume. ``template_ids`` maps each template used ("system", "task",
-    "feedback") to ``name@contenthash`` so prompt experiments can be told apart.
+    "feedback") to ``name@contenthash`` so prompt experiments can be told apart; ``opening``
+    holds the messages the episode opened with (the rendered system and task prompts, in chat
+    format), so that with the turns the whole conversation can be read back from the record.
     ``decided_by`` says which tests decided termination ("checks": the hidden checks;
     "visible_checks": the visible ones, ``stop_when="visible"``). With ``feedback_from="visible"``
     the turn fields in :data:`RESEARCHER_ONLY` come from hidden checks the policy never saw.
@@ -227,6 +229,7 @@ class Trajectory:
     max_turns: int = 1
     token_budget: int | None = None
     template_ids: dict[str, str] = field(default_factory=dict)
+    opening: list[dict[str, str]] = field(default_factory=list)
     turns: list[TurnRecord] = field(default_factory=list)
     stop_reason: str | None = None
     difficulty: str | None = None
@@ -308,6 +311,7 @@ class Trajectory:
             # turn fields the policy never saw (feedback_from="visible"); derived, not read back
             "researcher_only": list(RESEARCHER_ONLY) if self.feedback_from == "visible" else [],
             "template_ids": dict(self.template_ids),
+            "opening": [dict(m) for m in self.opening],
             "turns": [t.to_dict() for t in self.turns],
             "stop_reason": self.stop_reason,
             "partial": self.partial,
@@ -329,6 +333,7 @@ class Trajectory:
         kwargs = {k: v for k, v in data.items() if k in known and k not in derived}
         kwargs["turns"] = [TurnRecord.from_dict(t) for t in data.get("turns", ())]
         kwargs["template_ids"] = dict(data.get("template_ids", {}))
+        kwargs["opening"] = [dict(m) for m in data.get("opening", ())]  # older runs have none
         kwargs["metadata"] = dict(data.get("metadata", {}))
         return cls(**kwargs)
 

@@ -52,7 +52,10 @@ def walkthrough_episode(policy: Policy, tasks: Sequence[Task], idx: int, max_tur
     while not done:
         raw = policy(obs)
         obs, reward, done, info = env.step(raw)
-        print(f"  turn {info['turn']}: reward={reward:.2f} delta={info['delta']:+.2f} "
+        assert env.trajectory is not None
+        # The turn's reward (its dense score, as in the table below); step() pays its change.
+        turn_reward = env.trajectory.turns[-1].reward
+        print(f"  turn {info['turn']}: reward={turn_reward:.2f} step returned {reward:+.2f} "
               f"passed={info['passed']}/{info['total']} outcome={info['outcome']}")
         if not done:  # what the policy reads next, as the last user message
             print("    feedback:\n" + "\n".join("      | " + line for line in obs["feedback"].splitlines()))

@@ -33,6 +33,7 @@ SLOW_FILES = frozenset({
 # to their timeout, the widest budget sweep, a fresh-process download, concurrent sandbox rows.
 SLOW_TESTS = frozenset({
     "test_a_screenshot_of_the_browser_is_a_real_rendering",
+    "test_no_page_runs_off_a_narrow_window",
     "test_nothing_shown_depends_on_the_hidden_input",
     "test_no_point_of_any_builtin_episode_is_over_budget",
     "test_a_hanging_download_times_out_and_falls_back_in_a_fresh_process",

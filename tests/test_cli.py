@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -457,6 +458,28 @@ def test_the_run_table_has_intervals_column_definitions_and_the_next_command(
     assert "0.333 ± 0." in overall
     assert "pass@1: solved on the first turn" in out and "95% interval" in out
     assert f"next: agentenv report {out_dir}" in out
+    # The report gives the same rates with the same intervals, and says what ± is.
+    code, report, _err = run_cli(capsys, "report", str(out_dir), "--no-credit")
+    report_overall = next(line for line in report.splitlines() if line.startswith("overall"))
+    assert code == 0 and re.findall(r"[\d.]+ ± [\d.]+", report_overall) == re.findall(r"[\d.]+ ± [\d.]+", overall)
+    assert "95% interval over tasks" in report
+    page = (out_dir / "report" / "report.html").read_text()
+    assert all(f"<td>{cell}</td>" in page for cell in re.findall(r"[\d.]+ ± [\d.]+", overall))
+
+
+def test_the_next_command_pastes_into_a_shell_whatever_the_directory_is_called(
+        tmp_path: Path, tasks_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A run directory with a space and brackets: the printed `agentenv report ...` line, split
+    as a shell splits it, runs the report of that directory."""
+    out_dir = tmp_path / "my runs" / "try [2]"
+    code, out, _err = run_cli(capsys, "run", "--policy", "reference", "--tasks", str(tasks_file),
+                              "--out", str(out_dir), "--no-progress")
+    line = next(line for line in out.splitlines() if line.startswith("next: "))
+    argv = shlex.split(line.removeprefix("next: ").split("   (")[0])
+    assert code == 0 and argv[:2] == ["agentenv", "report"] and argv[2:] == [str(out_dir)]
+    code, _out, err = run_cli(capsys, *argv[1:], "--no-credit")
+    assert code == 0, err
+    assert (out_dir / "report" / "episodes.html").is_file()
 
 
 def test_a_single_difficulty_level_does_not_repeat_the_overall_row(
@@ -581,13 +604,17 @@ def test_report_on_a_missing_directory_names_it_and_not_matplotlib(
 
 def test_loader_hints_use_command_line_syntax(
         tmp_path: Path, unreachable_hub: None, capsys: pytest.CaptureFixture[str]) -> None:
-    """A missing local copy says --data; an unmapped JSONL says --map."""
+    """A missing local copy says --data; an unmapped JSONL, or one whose names repeat, says --map."""
     code, _out, err = run_cli(capsys, "tasks", "list", "--tasks", "mbpp")
     assert code == 2 and "--data" in err
     odd = tmp_path / "odd.jsonl"
     odd.write_text(json.dumps({"question": "q", "tests": ["assert True"]}) + "\n")
     code, _out, err = run_cli(capsys, "tasks", "list", "--tasks", str(odd))
     assert code == 2 and "--map prompt=question,checks=tests" in err
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text(2 * (json.dumps(builtin_tasks()[0].to_dict()) + "\n"))
+    code, _out, err = run_cli(capsys, "tasks", "list", "--tasks", str(twice))
+    assert code == 2 and "--map name=FIELD" in err
 
 
 def test_two_runs_of_the_same_settings_write_identical_files_and_tables(

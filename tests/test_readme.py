@@ -44,13 +44,15 @@ def test_the_readme_test_command_is_what_ci_runs() -> None:
           if line.strip() and not line.lstrip().startswith("#")]
     ci_commands = [c for line in ci for c in _commands(line)]
     steps = _commands(test_line)
-    assert steps[0][:3] == ["apt-get", "install", "-y"]
-    packages = steps[0][3:]
+    # A fresh container has no package lists: apt-get update comes first, as in .ci/run.
+    assert steps[0] == ["apt-get", "update"] and steps[1][:3] == ["apt-get", "install", "-y"]
+    packages = steps[1][3:]
     assert {"bubblewrap", "chromium"} == set(packages)
     ci_text = "\n".join(ci)
+    assert re.search(r"^apt-get update\b", ci_text, re.MULTILINE)
     assert all(package in ci_text for package in packages)
     position = 0
-    for step in steps[1:]:
+    for step in steps[2:]:
         assert step in ci_commands[position:], f"{' '.join(step)!r} is not run by .ci/run after step {position}"
         position = ci_commands.index(step, position) + 1
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -99,6 +101,23 @@ def test_export_writes_rows_a_trainer_reads_back(episodes: list[Trajectory], tmp
         back = pq.read_table(path).to_pylist()
     assert [r["episode_id"] for r in back] == ["add#0", "add#1", "add#2"]
     assert back[0]["input_ids"] == episode_rows(episodes)[0][0]["input_ids"]
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_exported_records_are_readable_like_the_run_files(episodes: list[Trajectory], tmp_path: Path,
+                                                          fmt: str) -> None:
+    """Written through a temporary file and a rename, yet 0644 under umask 022 (mkstemp's 0600
+    kept other users and a trainer running as another user from reading them); no temporary
+    file is left beside the result."""
+    if fmt == "parquet":
+        pytest.importorskip("pyarrow")
+    previous = os.umask(0o022)
+    try:
+        path = export_trainer_records(episodes, tmp_path / f"rows.{fmt}", format=fmt)
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
 
 
 def test_export_without_token_ids_says_how_to_get_them(tmp_path: Path) -> None:

@@ -257,6 +257,7 @@ class EpisodeCore:
             max_turns=self.max_turns,
             token_budget=self.token_budget,
             template_ids=dict(self.template_ids),
+            opening=[{"role": "system", "content": system}, {"role": "user", "content": user}],
             difficulty=task.difficulty,
             mode=self.mode,
             feedback_from=self.feedback_from,

@@ -2,10 +2,11 @@
 
 ``episodes.html`` opens with an index (one row per episode: task, sample, outcome, turns,
 rewards) whose rows link to the episode's own section further down. A section shows the
-conversation as it happened: for each turn the policy's answer, the code extracted from it,
+conversation as it happened: the opening messages (the system prompt, folded, and the task
+as the policy read it), then for each turn the policy's answer, the code extracted from it,
 the verdict (outcome, checks passed, reward and its change), the failing checks with their
-messages, and the feedback the environment sent back. The opening system and task messages
-are not part of a trajectory, so a section begins with the task's name and settings.
+messages, and the feedback the environment sent back. A run recorded before trajectories kept
+their opening messages says so in their place.
 
 Filtering: two menus (final outcome, task) hide the rows and sections that do not match. The
 filter lives in the address, ``episodes.html#outcome=pass&task=add``, so a filtered view can be
@@ -184,6 +185,23 @@ def _turn(record: TurnRecord) -> str:
     return "".join(parts)
 
 
+def _opening(t: Trajectory) -> str:
+    """The messages the episode opened with: a system prompt folded (it is the same in every
+    episode), the rest shown."""
+    if not t.opening:
+        return '<p class="note">the opening messages were not recorded in this run</p>'
+    parts = []
+    for message in t.opening:
+        role, content = _e(message.get("role", "?")), _e(message.get("content", ""))
+        if message.get("role") == "system":
+            parts.append(f'<div class="msg"><details><summary class="role">{role}</summary>'
+                         f"<pre>{content}</pre></details></div>")
+        else:
+            label = f"{role} (task)" if message.get("role") == "user" else role
+            parts.append(f'<div class="msg opening"><span class="role">{label}</span><pre>{content}</pre></div>')
+    return "".join(parts)
+
+
 def _section(t: Trajectory, anchor: str) -> str:
     outcome = final_outcome(t)
     solved = f"solved on turn {t.solved_turn}" if t.solved_turn is not None else "not solved"
@@ -201,7 +219,7 @@ def _section(t: Trajectory, anchor: str) -> str:
             f'data-outcome="{_e(outcome)}"><h2>{_e(t.task_name)} #{t.sample} '
             f'<span class="outcome o-{_e(outcome)}">{_e(outcome)}</span></h2>'
             f'<div class="note">{_e("; ".join(facts))} · <a href="#top">back to the index</a></div>'
-            f"{turns}</section>")
+            f"{_opening(t)}{turns}</section>")
 
 
 def _menu(element_id: str, label: str, values: Sequence[str], counts: Counter[str]) -> str:

@@ -10,13 +10,12 @@ and renamed, so a trainer never reads half of it. The numbers are defined in
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from agentenv.credit import SCHEMES, credit_rows
 from agentenv.report.runs import load_run, trajectories_path
-from agentenv.rollout.store import temporary_file
+from agentenv.rollout.store import replacing
 from agentenv.untrusted import json_line
 
 __all__ = ["CREDIT_FILE", "export_credit"]
@@ -34,14 +33,7 @@ def export_credit(run: str | Path, out: str | Path | None = None, *, gamma: floa
     trajectories = load_run(run)
     rows = credit_rows(trajectories, schemes=schemes, gamma=gamma, scale=scale)
     target = Path(out) if out is not None else trajectories_path(run).parent / CREDIT_FILE
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = temporary_file(target)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            for row in rows:
-                handle.write(json_line(row) + "\n")  # any task name fits
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    with replacing(target) as temporary, open(temporary, "w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json_line(row) + "\n")  # any task name fits
     return target

@@ -30,6 +30,7 @@ from typing import Any, cast
 from agentenv.records import OUTCOMES, Trajectory, episode_weights
 from agentenv.report.budget import episode_cost
 from agentenv.report.records import (
+    GroupRow,
     MetricRow,
     RewardDistribution,
     RewardSummary,
@@ -39,7 +40,7 @@ from agentenv.report.records import (
     Transitions,
 )
 from agentenv.report.runs import by_task, run_mode, run_settings
-from agentenv.report.stats import mean, quantile
+from agentenv.report.stats import mean, mean_halfwidth, quantile
 
 __all__ = ["REWARD_BINS", "aggregate", "horizon", "reward_distribution", "run_metrics", "task_row",
            "transitions"]
@@ -121,8 +122,13 @@ def _macro(rows: Sequence[MetricRow], key: str) -> float | None:
     return mean([row[key] for row in plain if row[key] is not None])
 
 
-def aggregate(rows: Sequence[MetricRow], turns: int) -> MetricRow:
-    """Overall row from task rows: rates averaged over tasks, the repair rate pooled."""
+# The rates a group row gives with a 95% interval over its tasks (as the run table does).
+INTERVAL_KEYS = ("pass@1", "solve_rate", "mean_reward")
+
+
+def aggregate(rows: Sequence[MetricRow], turns: int) -> GroupRow:
+    """Overall row from task rows: rates averaged over tasks, the repair rate pooled; the rates
+    of :data:`INTERVAL_KEYS` with the half-width of their 95% interval over tasks."""
     repaired = sum(row["repaired"] for row in rows)
     token_rows = [cast(Mapping[str, float | None], row["tokens"]) for row in rows]
     failed_first = sum(row["failed_first"] for row in rows)
@@ -142,6 +148,8 @@ def aggregate(rows: Sequence[MetricRow], turns: int) -> MetricRow:
         "tokens": _tokens({key: mean([value for tokens in token_rows
                                       if (value := tokens[key]) is not None])
                            for key in TOKEN_KEYS}),
+        "interval95": {key: mean_halfwidth([value for row in rows if (value := row[key]) is not None])  # type: ignore[literal-required]
+                       for key in INTERVAL_KEYS},
     }
 
 

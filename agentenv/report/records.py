@@ -139,6 +139,14 @@ MetricRow = TypedDict("MetricRow", {
 })
 
 
+class GroupRow(MetricRow):
+    """The whole run's or a difficulty's row: over tasks, so its rates carry the half-width of
+    their 95% interval over tasks (``interval95``: pass@1, solve_rate, mean_reward; None for
+    fewer than two tasks)."""
+
+    interval95: dict[str, float | None]
+
+
 class TaskRow(MetricRow, total=False):
     """A task's row also says the task's difficulty."""
 
@@ -186,8 +194,8 @@ class RunInfo(_RunInfoBase, total=False):
 class _RunMetricsBase(TypedDict):
 
     run: RunInfo
-    overall: MetricRow
-    by_difficulty: dict[str, MetricRow]
+    overall: GroupRow
+    by_difficulty: dict[str, GroupRow]
     by_task: dict[str, TaskRow]
     stop_reasons: dict[str, int]
     episodes_reaching_turn: list[int]

@@ -24,8 +24,6 @@ Turns without token ids (offline policies) have no rows.
 from __future__ import annotations
 
 import itertools
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -35,6 +33,7 @@ from agentenv.credit import group_advantages, turn_advantages
 from agentenv.errors import ConfigError, MissingDependency
 from agentenv.records import Trajectory
 from agentenv.report.runs import load_run, trajectories_path
+from agentenv.rollout.store import replacing
 from agentenv.untrusted import json_line
 
 __all__ = ["TRAINER_FILE", "episode_rows", "export_trainer_records", "trainer_rows"]
@@ -120,25 +119,18 @@ def episode_rows(trajectories: Sequence[Trajectory], *, scheme: str = "delta",
 
 
 def _write(rows: list[dict[str, Any]], target: Path, fmt: str) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        if fmt == "parquet":
-            os.close(fd)
-            try:
-                import pyarrow as pa
-                import pyarrow.parquet as pq
-            except ImportError as exc:
-                raise MissingDependency.for_extra("pyarrow", "parquet", "Parquet export") from exc
+    if fmt == "parquet":
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+        except ImportError as exc:
+            raise MissingDependency.for_extra("pyarrow", "parquet", "Parquet export") from exc
+        with replacing(target) as temporary:
             pq.write_table(pa.Table.from_pylist(rows), temporary)
-        else:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                for row in rows:
-                    handle.write(json_line(row) + "\n")
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    else:
+        with replacing(target) as temporary, open(temporary, "w", encoding="utf-8") as handle:
+            for row in rows:
+                handle.write(json_line(row) + "\n")
 
 
 def export_trainer_records(run: str | Path | Sequence[Trajectory], out: str | Path | None = None, *,

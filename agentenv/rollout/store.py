@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 import os
 import secrets
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -29,7 +30,7 @@ from agentenv.records import PARTIAL_STOP_REASONS, Trajectory
 from agentenv.untrusted import json_line
 
 __all__ = ["CONFIG_FILE", "SUMMARY_FILE", "TRAJECTORIES_FILE", "RunStore", "latest_records", "read_trajectories",
-           "temporary_file", "write_json_atomic"]
+           "replacing", "write_json_atomic"]
 
 log = get_logger(__name__)
 
@@ -38,9 +39,9 @@ SUMMARY_FILE = "summary.json"
 CONFIG_FILE = "config.json"
 
 
-def temporary_file(path: Path) -> tuple[int, str]:
-    """A new, empty temporary file next to ``path`` (to be renamed onto it): its descriptor and
-    name. Unlike mkstemp's 0600 it gets 0666 less the umask, like the rest of the run's files."""
+def _temporary_file(path: Path) -> tuple[int, str]:
+    """A new, empty temporary file next to ``path``: its descriptor and name. Unlike mkstemp's
+    0600 it gets 0666 less the umask, like the rest of the run's files."""
     while True:
         name = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
         try:
@@ -49,18 +50,27 @@ def temporary_file(path: Path) -> tuple[int, str]:
             continue
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to ``path`` via a temporary file and a rename (readers never see half a file)."""
+@contextmanager
+def replacing(path: Path) -> Iterator[str]:
+    """The one way a whole file is written here: yields the name of an empty temporary file next
+    to ``path`` (mode 0666 less the umask, as a plain ``open()`` gives), renamed onto ``path``
+    when the block ends normally and removed when it raises, so readers never see half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = temporary_file(path)
+    fd, tmp = _temporary_file(path)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, sort_keys=False)
-            fh.write("\n")
+        yield tmp
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to ``path`` via a temporary file and a rename (readers never see half a file)."""
+    with replacing(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=2, sort_keys=False)
+        fh.write("\n")
 
 
 def _parse_lines(path: Path) -> tuple[list[Trajectory], int | None]:
@@ -207,14 +217,8 @@ class RunStore:
         ordered = [line for _, line in sorted(survivors, key=rank)]
         if ordered == lines:
             return
-        fd, tmp = temporary_file(path)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(b"".join(line + b"\n" for line in ordered))
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with replacing(path) as tmp, open(tmp, "wb") as fh:
+            fh.write(b"".join(line + b"\n" for line in ordered))
 
     def write_summary(self, summary: Mapping[str, Any]) -> None:
         write_json_atomic(self.summary_path, dict(summary))

@@ -275,8 +275,9 @@ def load(path: str | os.PathLike[str] | None = None, *, split: str | None = None
             skipped += 1
             continue
         if task.name in seen:
-            raise TaskFormatError(f"duplicate problem id (also in {seen[task.name]}); load the "
-                                  f"splits separately with split=", path=row.where, task=task.name)
+            raise TaskFormatError(f"duplicate problem id (also in {seen[task.name]}); load one "
+                                  "split at a time (`--data` a single split's file on the command "
+                                  "line, split= in Python)", path=row.where, task=task.name)
         seen[task.name] = row.where
         tasks.append(task)
     if skipped:

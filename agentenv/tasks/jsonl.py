@@ -429,7 +429,8 @@ def tasks_from_rows(rows: Iterable[Row], mapping: Mapping[str, str] | None = Non
         where = row.where
         if task.name in seen:
             raise TaskFormatError(f"duplicate task name (also in {seen[task.name]}); names must be "
-                                  f"unique, map name= to a unique field", path=where, task=task.name,
+                                  "unique: take the name from a unique field (`--map name=FIELD` on the "
+                                  "command line, map='name=FIELD' in Python)", path=where, task=task.name,
                                   field="name")
         seen[task.name] = where
         tasks.append(task)
