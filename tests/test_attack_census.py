@@ -64,6 +64,13 @@ CENSUS: dict[int, list[tuple[str, str]]] = {
         ("test_attacks_redteam2",
          "test_a_stream_of_fresh_idle_runs_does_not_take_an_honest_runs_lead_over_older_loops"),
         ("test_attacks_redteam2", "test_honest_solutions_that_block_keep_their_verdicts_beside_sixteen_loops"),
+        ("test_attacks_crossrun",
+         "test_samples_of_a_long_limit_task_do_not_starve_a_short_limit_tasks_honest_sample"),
+        ("test_attacks_crossrun",
+         "test_memory_churn_with_a_longer_limit_on_other_workers_does_not_time_out_honest_work"),
+        ("test_attacks_redteam2", "test_an_honest_sample_released_with_a_batch_of_loops_keeps_its_verdict"),
+        ("test_attacks_redteam2",
+         "test_an_honest_sample_already_running_when_a_burst_of_loops_arrives_keeps_its_verdict"),
     ],
     3: [  # a judge where no candidate code ran: forged verdicts, stolen expectations, patched helpers
         ("test_attacks", "builtins_shadowed_in_the_child"),
@@ -197,13 +204,6 @@ CENSUS: dict[int, list[tuple[str, str]]] = {
 # Attacks that still win, each an xfail in its suite (strict where it wins every time): listed,
 # never counted.
 OPEN: list[tuple[str, str]] = [
-    ("test_attacks_crossrun",
-     "test_samples_of_a_long_limit_task_do_not_starve_a_short_limit_tasks_honest_sample"),
-    ("test_attacks_crossrun",
-     "test_memory_churn_with_a_longer_limit_on_other_workers_does_not_time_out_honest_work"),
-    ("test_attacks_redteam2", "test_an_honest_sample_released_with_a_batch_of_loops_keeps_its_verdict"),
-    ("test_attacks_redteam2",
-     "test_an_honest_sample_already_running_when_a_burst_of_loops_arrives_keeps_its_verdict"),
     ("test_attacks_redteam2",
      "test_an_idle_run_older_than_the_rest_does_not_level_an_honest_run_with_older_loops"),
 ]

@@ -37,7 +37,10 @@ class Limits:
     A run's ``timeout`` is judged on the CPU time all its processes used, so a verdict does not
     depend on how loaded the machine is; a run that has used less than that may still take up to
     ``wall_factor * timeout + wall_slack`` seconds of wall-clock time before it is stopped (a
-    sleeping or blocked candidate is a timeout all the same). ``cpu_seconds`` is the per-process
+    sleeping or blocked candidate is a timeout all the same). Time the run spent runnable but
+    waiting for a core (other runs, other load on the machine) does not count toward that
+    backstop, up to ``starved_factor`` times it in all: a sample starved by a batch of loops
+    keeps its verdict, it only comes later. ``cpu_seconds`` is the per-process
     RLIMIT_CPU backstop, by default the timeout rounded up plus one second.
     ``address_space``, ``cpu_seconds``, ``file_size`` and ``open_files`` hold per process;
     ``processes`` (processes and threads), ``memory`` (resident memory of all the run's
@@ -58,6 +61,7 @@ class Limits:
     disk: int = 256 * 1024**2
     wall_factor: float = 1.5
     wall_slack: float = 0.5
+    starved_factor: float = 8.0
     require: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -69,10 +73,17 @@ class Limits:
         if not (self.wall_factor >= 1 and self.wall_slack >= 0):
             raise ValueError("Limits.wall_factor must be at least 1 and wall_slack at least 0, got "
                              f"{self.wall_factor} and {self.wall_slack}")
+        if not self.starved_factor >= 1:
+            raise ValueError(f"Limits.starved_factor must be at least 1 (1: waiting for a core "
+                             f"counts as wall time), got {self.starved_factor}")
 
     def wall_seconds(self, timeout: float) -> float:
         """The wall-clock backstop of a run whose CPU-time limit is ``timeout``."""
         return timeout * self.wall_factor + self.wall_slack
+
+    def wall_cap_seconds(self, timeout: float) -> float:
+        """The latest the backstop moves to when the run waits for a core (``starved_factor``)."""
+        return self.wall_seconds(timeout) * self.starved_factor
 
     def for_child(self, timeout: float, *, nproc: bool) -> dict[str, Any]:
         """The ``limits`` entry of a job (what the child applies before running anything)."""

@@ -51,7 +51,7 @@ log = get_logger(__name__)
 
 STARTUP_TIMEOUT = 30.0  # seconds for a worker to come up (bwrap + imports on a loaded box)
 PREPARED_RUNS = 2  # runs each worker keeps forked and isolated ahead of their jobs
-BACKSTOP = 10.0  # seconds past a run's wall backstop before the worker itself is presumed wedged
+BACKSTOP = 10.0  # seconds past a run's latest wall backstop before its worker is presumed wedged
 SCHEDULE_EVERY = 0.05  # seconds between CPU-weight updates of the runs in flight
 IDLE_TIMEOUT = 10.0  # seconds a worker may take between runs (reaping, wiping) before it is replaced
 
@@ -282,7 +282,9 @@ class _WorkerHandle:
         """
         self._next_id += 1
         wall = limits.wall_seconds(timeout)
+        cap = limits.wall_cap_seconds(timeout)
         header = json.dumps({"op": "run", "id": self._next_id, "timeout": timeout, "wall": wall,
+                             "wall_cap": cap,
                              "max_output": limits.max_output, "judge": judge is not None,
                              "disk": limits.disk,
                              "max_result": limits.max_result_bytes}).encode("utf-8")
@@ -302,7 +304,7 @@ class _WorkerHandle:
                 self._write(message)
             except OSError as exc:
                 raise WorkerDied(f"could not send the job ({exc})") from None
-            reply = self._read(time.monotonic() + wall + BACKSTOP)
+            reply = self._read(time.monotonic() + cap + BACKSTOP)
         finally:
             self.busy = None
             if self.cgroup is not None:

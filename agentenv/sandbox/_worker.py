@@ -757,6 +757,7 @@ class Worker:
         run = self._take()
         pair = _PairedRun(self._take(), judge_job) if judge_job is not None else None
         runs = [run] if pair is None else [run, pair.judge]
+        waited = _waiting(runs)  # blocked on their job sockets: not runnable, so not moving
         start = time.monotonic()
         since = int(time.clock_gettime(time.CLOCK_BOOTTIME) * _TICKS)  # /proc's starttime clock
         try:
@@ -771,7 +772,9 @@ class Worker:
             if pair is not None:
                 caps.update(pair.caps(max_result))
             wall = float(header.get("wall") or timeout)
-            outcome = self._collect(runs, caps, timeout, start + max(wall, timeout), since)
+            cap = max(wall, float(header.get("wall_cap") or wall))
+            outcome = self._collect(runs, caps, timeout, start + max(wall, timeout), since,
+                                    start + max(cap, timeout), waited)
         finally:
             for each in runs:
                 each.close()
@@ -862,16 +865,24 @@ class Worker:
                 _drain_into(fd, kept[fd], caps[fd], size, dropped)
 
     def _collect(self, runs: list[_Prepared], caps: dict[int, int], cpu_limit: float,
-                 deadline: float, since: int) -> dict[str, Any]:
+                 deadline: float, since: int, cap: float | None = None,
+                 waited: float = 0.0) -> dict[str, Any]:
         """Read the runs' pipes until they close, every run ends, every result pipe ends with
         ``FINISHED`` (what the pipes hold then is taken without waiting for their ends), or a
         limit; then kill them.
 
         ``runs`` is ``G`` alone, or ``G`` and its judge ``J``; the run ends when all have exited.
         The time limit is ``cpu_limit`` seconds of CPU used by the run's processes, checked as
-        often as they could have reached it; ``deadline`` is the wall-clock backstop; ``since``
-        is when the job was sent, in /proc's clock ticks since boot.
+        often as they could have reached it; ``since`` is when the job was sent, in /proc's
+        clock ticks since boot. ``deadline`` is the wall-clock backstop, for a run that sleeps or
+        blocks; it does not count the time ``G`` and ``J`` spent runnable but waiting for a core
+        (other runs, other load: :func:`_waiting`, which stood at ``waited`` when the job was
+        sent), so a run starved of CPU is not stopped for what it never got, up to ``cap``.
+        A run whose CPU time is spent is stopped at once, however long it waited.
         """
+        base = deadline
+        cap = deadline if cap is None else max(cap, deadline)
+        cpu_spent = False
         kept: dict[int, list[bytes]] = {fd: [] for fd in caps}
         size = dict.fromkeys(caps, 0)
         dropped = dict.fromkeys(caps, 0)
@@ -899,7 +910,13 @@ class Worker:
                     left = cpu_limit - self._cpu_used(runs, since)
                     if left <= 0:
                         deadline = now  # its CPU time is spent: a timeout, whatever the load
+                        cpu_spent = True
                     check_cpu = now + max(CPU_POLL, left / self.cpu_rate)
+                if ended_at is None and now >= deadline and not cpu_spent and deadline < cap:
+                    # Time spent waiting for a core is not the run's: move the backstop by it.
+                    deadline = min(cap, base + max(0.0, _waiting(runs) - waited))
+                    if deadline - now < 0.005:
+                        deadline = now  # nothing (or too little) to add: it is a timeout
                 if ended_at is None and now >= deadline:
                     timed_out = True
                     for run in runs:
@@ -973,6 +990,23 @@ class Worker:
         if len(runs) > 1:
             outcome["judge_died"] = None if timed_out else _describe(statuses[1])
         return outcome
+
+
+def _waiting(runs: list[_Prepared]) -> float:
+    """Seconds ``G`` and ``J`` have spent runnable but waiting for a core, since they were
+    forked (the run delay in ``/proc/PID/schedstat``); 0 where the kernel does not say.
+
+    Only the run's own first processes count: processes they fork wait alongside them, and
+    adding up their waits would count the same wall-clock moment more than once.
+    """
+    total = 0
+    for run in runs:
+        try:
+            with open(f"/proc/{run.pid}/schedstat", "rb") as handle:
+                total += int(handle.read().split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / 1e9
 
 
 def _drain_into(fd: int, kept: list[bytes], cap: int, size: dict[int, int],

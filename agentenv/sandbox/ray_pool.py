@@ -35,7 +35,7 @@ __all__ = ["NodeSandbox", "RayPool"]
 
 log = get_logger(__name__)
 
-BACKSTOP = 30.0  # seconds past a run's timeout before its node is presumed wedged
+BACKSTOP = 30.0  # seconds past a run's longest wall time before its node is presumed wedged
 REFRESH_SECONDS = 5.0  # how often the node list is re-read while runs flow
 
 
@@ -224,7 +224,7 @@ class RayPool:
             actor = self._pick(tried, time.monotonic() + timeout + BACKSTOP)
             ref = actor.handle.run.remote(job, timeout, limits, options)
             try:
-                raw = ray.get(ref, timeout=timeout + BACKSTOP)
+                raw = ray.get(ref, timeout=limits.wall_cap_seconds(timeout) + BACKSTOP)
             except lost as exc:
                 self._done(actor, ok=False)
                 tried.add(actor.node_id)
