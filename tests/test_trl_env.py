@@ -306,6 +306,25 @@ def test_prefetch_grading_overlaps_a_batch_and_changes_no_result(overlap: bool) 
         assert grader.most == 1 and make.grader.prefetched == 0
 
 
+def test_prefetching_keeps_visible_only_feedback_visible_only() -> None:
+    """feedback_from="visible" grades visible and hidden checks as two runs: each prefetched
+    run serves only its own part, so no hidden check reaches the feedback."""
+    grader = SlowGrader(delay=0.0)
+    make = environment_factory([ADD], max_turns=3, feedback_from="visible", grader=grader)
+    envs = [make() for _ in range(3)]
+    row = to_records([ADD], max_turns=3)[0]
+    for env in envs:
+        env.reset(**row)
+    first = [WRONG, WRONG + "\n# b", WRONG + "\n# c"]
+    completions = Overlapped(envs, [RIGHT] * 3)._tool_call_loop(
+        None, None, None, [[tool_call(c)] for c in first])
+    feedback = [m["content"] for messages in completions for m in messages if m["role"] == "tool"]
+    assert len(feedback) == 6 and not any("add(10, 5)" in f for f in feedback)
+    assert make.grader.hits == 12  # (visible + hidden) x 6 turns, every one ready when asked
+    assert make.grader.prefetched == 8  # the three rollouts sent one right answer: graded once
+    assert [env.get_reward() for env in envs] == [1.0, 1.0, 1.0]
+
+
 def test_malformed_tool_calls_read_as_no_submission_never_an_exception() -> None:
     """Broken JSON, missing arguments, odd types: the completion falls back to its text or ""."""
     from agentenv.integrations.trl import completion_text

@@ -34,7 +34,7 @@ from agentenv.credit import SCHEMES, episode_return
 from agentenv.envs.multiturn import MultiTurnCodingEnv
 from agentenv.errors import ConfigError
 from agentenv.extract import extract_code
-from agentenv.grading.scoring import Grader, SandboxGrader, Scored
+from agentenv.grading.scoring import Grader, SandboxGrader, Scored, split_task
 from agentenv.integrations._common import resolve_tasks, tool_call_code
 from agentenv.tasks.schema import Task
 
@@ -51,20 +51,22 @@ class SharedGrader:
 
     :meth:`prefetch` starts grading a submission on a worker thread (rollouts of one batch that
     send the same code share one grading); :meth:`score` returns that result when one was
-    started for the same task, code and timeout, and grades directly otherwise. ``prefetched``
-    counts the gradings started early, ``hits`` the steps they served.
+    started for the same task (the same checks, not just the same name: an env that grades
+    visible and hidden checks apart asks for each part on its own), code and timeout, and
+    grades directly otherwise. ``prefetched`` counts the gradings started early, ``hits`` the
+    gradings they served.
     """
 
     def __init__(self, inner: Grader, max_workers: int) -> None:
         self.inner = inner
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="agentenv-grade")
         self._lock = threading.Lock()
-        self._started: dict[tuple[str, str, float], tuple[Future[Scored], int]] = {}
+        self._started: dict[tuple[Task, str, float], tuple[Future[Scored], int]] = {}
         self.prefetched = 0
         self.hits = 0
 
     def prefetch(self, task: Task, code: str, *, timeout: float) -> None:
-        key = (task.name, code, timeout)
+        key = (task, code, timeout)
         with self._lock:
             future, waiting = self._started.get(key, (None, 0))
             if future is None:
@@ -73,7 +75,7 @@ class SharedGrader:
             self._started[key] = (future, waiting + 1)
 
     def _claim(self, task: Task, code: str, timeout: float) -> Future[Scored] | None:
-        key = (task.name, code, timeout)
+        key = (task, code, timeout)
         with self._lock:
             entry = self._started.pop(key, None)
             if entry is None:
@@ -169,7 +171,13 @@ class CodingToolEnv:
         if task is None or trajectory is None or trajectory.stop_reason is not None:
             return
         text = code if isinstance(code, str) else ""
-        self._grader.prefetch(task, extract_code(text, task.entry_point), timeout=self.env.timeout)
+        source = extract_code(text, task.entry_point)
+        # What the env's step will ask the grader for: the task, or its visible and hidden
+        # checks as two runs (feedback_from="visible", stop_when="visible").
+        hidden, visible = split_task(task) if self.env.visible_apart else (task, None)
+        for part in (visible, hidden):
+            if part is not None:
+                self._grader.prefetch(part, source, timeout=self.env.timeout)
 
 
 class EnvironmentFactory:
