@@ -325,6 +325,35 @@ def test_prefetching_keeps_visible_only_feedback_visible_only() -> None:
     assert [env.get_reward() for env in envs] == [1.0, 1.0, 1.0]
 
 
+def test_every_submit_call_of_a_message_is_prefetched_up_to_the_turns_left() -> None:
+    """A message with several submit calls is several turns; each is graded ahead, none past
+    max_turns."""
+    grader = SlowGrader(delay=0.0)
+    make = environment_factory([ADD], max_turns=2, grader=grader)
+    env = make()
+    env.reset(**to_records([ADD], max_turns=2)[0])
+    calls = [{"type": "function", "function": {"name": "submit", "arguments": {"code": c}}}
+             for c in (WRONG, WRONG + "\n# again", WRONG + "\n# third")]
+    message = {"role": "assistant", "content": "", "tool_calls": calls}
+
+    class OneRound:  # TRL's loop for one message: every call of it, in order
+        def __init__(self) -> None:
+            self.environments = [env]
+
+        def _tool_call_loop(self, prompts: Any, prompt_ids: Any, completion_ids: Any,
+                            completions: list[Any]) -> None:
+            assert make.grader.prefetched == 2  # the third call would come after the last turn
+            for call in completions[0][-1]["tool_calls"]:
+                env.submit(call["function"]["arguments"]["code"])
+
+    class Overlapping(PrefetchGrading, OneRound):
+        pass
+
+    Overlapping()._tool_call_loop(None, None, None, [[message]])
+    assert make.grader.hits == 2 and env.env.trajectory is not None
+    assert len(env.env.trajectory.turns) == 2
+
+
 def test_malformed_tool_calls_read_as_no_submission_never_an_exception() -> None:
     """Broken JSON, missing arguments, odd types: the completion falls back to its text or ""."""
     from agentenv.integrations.trl import completion_text

@@ -164,6 +164,16 @@ class CodingToolEnv:
         return float(episode_return(trajectory, self._credit, self._gamma))
 
     # TRL turns every public method into a tool: what the mixin calls stays private.
+    def _prefetch_calls(self, message: Any) -> None:
+        """Start grading the ``submit`` calls of an assistant message, as many as turns remain
+        (TRL runs each call of a message, in order: each is one turn)."""
+        trajectory = self.env.trajectory
+        if not isinstance(message, Mapping) or trajectory is None:
+            return
+        left = max(0, self.env.max_turns - len(trajectory.turns))
+        for code in tool_call_code(message, TOOL_NAME)[:left]:
+            self._prefetch(code)
+
     def _prefetch(self, code: Any) -> None:
         """Start grading ``code`` (what a pending ``submit`` call carries) ahead of the call."""
         trajectory = self.env.trajectory
@@ -249,9 +259,7 @@ class _WatchedMessages(list[Any]):
 
     def append(self, message: Any) -> None:
         super().append(message)
-        if isinstance(message, Mapping):
-            for code in tool_call_code(message, TOOL_NAME)[:1]:  # one graded turn per tool round
-                self.env._prefetch(code)
+        self.env._prefetch_calls(message)
 
 
 class PrefetchGrading:
@@ -275,9 +283,7 @@ class PrefetchGrading:
             for i, (env, messages) in enumerate(zip(envs, completions, strict=True)):
                 if isinstance(env, CodingToolEnv) and isinstance(messages, list):
                     for message in messages[-1:]:
-                        if isinstance(message, Mapping):
-                            for code in tool_call_code(message, TOOL_NAME)[:1]:
-                                env._prefetch(code)
+                        env._prefetch_calls(message)
                     completions[i] = _WatchedMessages(messages, env)
         try:
             return super()._tool_call_loop(  # type: ignore[misc]
