@@ -91,7 +91,8 @@ def trainer_steps(model_dir: str, prefetch: bool) -> float:
     trainer = recipe.build(model_dir, default_tasks() * 16, max_turns=3, max_steps=2,
                            num_generations=8, per_device_train_batch_size=16,
                            max_completion_length=96, use_cpu=True, save_strategy="no",
-                           output_dir="/tmp/agentenv-bench-trl", logging_steps=1)
+                           output_dir="/tmp/agentenv-bench-trl", logging_steps=1,
+                           report_to="none")
     cls = type(trainer)
     inner = cls.__mro__[1 if prefetch else 2]._tool_call_loop  # with the mixin, or GRPOTrainer's
     spent = [0.0]

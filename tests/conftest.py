@@ -1,7 +1,9 @@
 """Shared pytest setup: no test downloads anything (AGENTENV_OFFLINE=1), structlog starts
 unconfigured in every test (the library's default), ``captured_events`` records the
 structured events a test triggers, and the ``slow`` marker is put on the tests listed in
-``SLOW_FILES`` / ``SLOW_TESTS`` (``pytest -m "not slow"`` is the fast loop)."""
+``SLOW_FILES`` / ``SLOW_TESTS`` (``pytest -m "not slow"`` is the fast loop). In CI
+(``AGENTENV_CI=1``) ``pytest.importorskip`` fails instead of skipping: CI installs every extra
+(``.[dev]``), so a missing trainer or optional package is a broken install, never a quiet skip."""
 
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ from typing import Any
 import pytest
 import structlog
 
+from agentenv import settings
+
 # Tests reach loopback only: tiktoken must not try to download an encoding (agentenv then uses
 # the bundled offline one at once). Tests of the download path clear this for their own process.
 os.environ.setdefault("AGENTENV_OFFLINE", "1")
@@ -22,12 +26,29 @@ os.environ.setdefault("AGENTENV_OFFLINE", "1")
 os.environ.setdefault("AGENTENV_SANDBOX_ALLOW_ROOT_FALLBACK", "1")
 
 
+def _import_or_fail(modname: str, minversion: str | None = None, reason: str | None = None,
+                    **kwargs: Any) -> Any:
+    """``pytest.importorskip`` for CI: the import must succeed."""
+    try:
+        return _importorskip(modname, minversion, reason, **kwargs)
+    except pytest.skip.Exception as exc:
+        pytest.fail(f"AGENTENV_CI: {exc}. CI installs every extra (.[dev]), so no test may skip "
+                    "for a missing package", pytrace=False)
+
+
+_importorskip = pytest.importorskip
+if settings.ci():
+    pytest.importorskip = _import_or_fail  # type: ignore[assignment]
+
+
 # Whole files that start real services or run big suites: a Ray cluster, a real model server,
-# the sandbox attack suites, property tests over generated programs, the walk-through scripts.
+# the sandbox attack suites, property tests over generated programs, the walk-through scripts,
+# real GRPOTrainer runs.
 SLOW_FILES = frozenset({
     "test_ray_backend.py", "test_ray_pool.py", "test_real_server.py", "test_attacks.py",
     "test_attacks_hermetic.py", "test_attacks_judge.py", "test_attacks_redteam.py",
     "test_attacks_crossrun.py", "test_sandbox_properties.py", "test_examples.py",
+    "test_trl_trainer.py",
 })
 # Single slow tests elsewhere (by name; parametrized cases included): chromium, hangs that run
 # to their timeout, the widest budget sweep, a fresh-process download, concurrent sandbox rows.

@@ -1,10 +1,13 @@
-"""The README's trainer recipes that need no model run as files and do what they say (the TRL
-recipes train on the tiny model in test_trl_trainer.py)."""
+"""The README's trainer recipes: each README snippet is its recipe file's marked part, verbatim;
+the recipes that need no model run as files and do what they say (the TRL recipes train on the
+tiny model in test_trl_trainer.py)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -27,9 +30,33 @@ def test_every_recipe_is_named_in_the_readme() -> None:
         assert f"examples/recipes/{path.name}" in README, path.name
 
 
+# What the README adds after a recipe's snippet (the TRL recipes' build() returns the trainer).
+README_TAIL = {"trl_grpo.py": "trainer.train()\n", "trl_multiturn.py": "trainer.train()\n"}
+
+
+def readme_part(path: Path) -> str:
+    """The lines of a recipe between its ``# README >>>`` and ``# <<< README`` markers, dedented."""
+    found = re.findall(r"\n[ \t]*# README >>>\n(.*?\n)[ \t]*# <<< README\n",
+                       path.read_text(encoding="utf-8"), re.DOTALL)
+    assert len(found) == 1, f"{path.name} marks no README part (or more than one)"
+    return textwrap.dedent(found[0])
+
+
+def test_each_readme_snippet_is_its_tested_recipe_verbatim() -> None:
+    """The training section's Python blocks are exactly the recipes' marked parts, one each, so
+    the code the tests run is the code the README shows."""
+    start = README.index("## Train with GRPO (TRL)")
+    section = README[start:README.index("\n## ", start + 1)]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+    expected = {p.name: readme_part(p) + README_TAIL.get(p.name, "") for p in sorted(RECIPES.glob("*.py"))}
+    for name, text in expected.items():
+        assert text in blocks, f"the README's snippet for {name} differs from the file"
+    assert sorted(blocks) == sorted(expected.values())
+
+
 def test_verl_recipe_writes_parquet_and_a_tool_config_verl_loads(tmp_path: Path) -> None:
     """The printed overrides name files that exist; verl's tool registry builds the tool."""
-    pytest.importorskip("verl")
+    verl = pytest.importorskip("verl")
     out = run("verl_grpo.py", "--out", str(tmp_path), "--multi-turn")
     assert "reward.custom_reward_function.name=compute_score" in out
     assert (tmp_path / "train.parquet").stat().st_size > 0
@@ -37,6 +64,20 @@ def test_verl_recipe_writes_parquet_and_a_tool_config_verl_loads(tmp_path: Path)
 
     tools = initialize_tools_from_config(str(tmp_path / "agentenv_tools.yaml"))
     assert [t.name for t in tools] == ["submit"]
+    # verl's own trainer config takes every override (Hydra rejects a key it does not have).
+    import os
+
+    from hydra import compose, initialize_config_dir
+
+    overrides = [line.strip().rstrip("\\").strip() for line in out.splitlines()[1:] if "=" in line]
+    assert len(overrides) == 8
+    config_dir = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        config = compose(config_name="ppo_trainer", overrides=overrides)
+    assert config.reward.custom_reward_function.name == "compute_score"
+    assert config.reward.custom_reward_function.path.endswith("agentenv/integrations/verl.py")
+    assert config.actor_rollout_ref.rollout.multi_turn.enable is True
+    assert config.actor_rollout_ref.rollout.multi_turn.max_assistant_turns == 3
 
 
 def test_skyrl_recipe_revises_and_solves() -> None:

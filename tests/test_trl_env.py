@@ -166,6 +166,68 @@ def test_code_reward_scores_a_tool_call_completion_like_the_same_code_in_text() 
                        **{k: v[:1] for k, v in columns.items()}) == [1.0]
 
 
+def _hermes(code: str) -> str:
+    import json
+
+    return "<tool_call>\n" + json.dumps({"name": "submit", "arguments": {"code": code}}) + "\n</tool_call>"
+
+
+def _assistant(**fields: Any) -> dict[str, Any]:
+    return {"role": "assistant", "content": "", **fields}
+
+
+# The shapes a tool-call completion reaches a reward function in, each carrying `code`.
+TOOL_CALL_SHAPES: dict[str, Any] = {
+    # TRL 1.16 (parse_response): arguments already a dict, then TRL's tool message
+    "trl_parsed": lambda code: [
+        _assistant(tool_calls=[{"type": "function", "function": {"name": "submit", "arguments": {"code": code}}}]),
+        {"role": "tool", "name": "submit", "content": "feedback"}],
+    # OpenAI chat completions (and vLLM's server): an id, arguments as a JSON string
+    "openai_wire": lambda code: [_assistant(content=None, tool_calls=[{
+        "id": "call_0", "type": "function",
+        "function": {"name": "submit", "arguments": __import__("json").dumps({"code": code})}}]),
+        {"role": "tool", "tool_call_id": "call_0", "content": "feedback"}],
+    # flat calls (some chat templates' and SDKs' form)
+    "flat": lambda code: [_assistant(tool_calls=[{"name": "submit", "arguments": {"code": code}}])],
+    # Llama 3.1's JSON tool calls name their arguments "parameters"
+    "llama_parameters": lambda code: [_assistant(tool_calls=[{"name": "submit", "parameters": {"code": code}}])],
+    # a Qwen/Hermes template's call left in the text (no response parser): standard format...
+    "hermes_text": lambda code: "I will submit.\n" + _hermes(code),
+    # ...and as an assistant message's content, given as text parts
+    "hermes_in_content_parts": lambda code: [_assistant(content=[{"type": "text", "text": _hermes(code)}])],
+    # a closing remark after the tool's feedback does not hide the submission
+    "call_then_closing_remark": lambda code: [
+        _assistant(tool_calls=[{"type": "function", "function": {"name": "submit", "arguments": {"code": code}}}]),
+        {"role": "tool", "name": "submit", "content": "4/4 tests passed"},
+        _assistant(content="Done")],
+}
+
+
+@pytest.mark.parametrize("shape", sorted(TOOL_CALL_SHAPES))
+def test_every_tool_call_shape_scores_what_the_same_code_scores_as_text(shape: str) -> None:
+    """Right, wrong and no-code submissions: each shape's rewards equal the fenced text's."""
+    rows = to_records([ADD]) * 3
+    columns = {k: [r[k] for r in rows] for k in rows[0] if k != "prompt"}
+    codes = [RIGHT, WRONG, "I am not sure how to do this."]
+    as_text = [[{"role": "assistant", "content": f"```python\n{c}```"}] for c in codes]
+    as_calls = [TOOL_CALL_SHAPES[shape](c) for c in codes]
+    prompts = [r["prompt"] for r in rows]
+    text_rewards = code_reward(prompts=prompts, completions=as_text, **columns)
+    assert text_rewards == [1.0, 0.25, 0.0]
+    assert code_reward(prompts=prompts, completions=as_calls, **columns) == text_rewards
+
+
+def test_text_after_a_hermes_call_wins_only_when_it_holds_code() -> None:
+    """Code written after the last <tool_call> block is the later submission; prose is not."""
+    from agentenv.integrations.trl import completion_text
+
+    assert completion_text(_hermes(WRONG) + "\nActually:\n```python\n" + RIGHT + "```") .endswith("```")
+    assert completion_text(_hermes(WRONG) + "\nThat should do it.") == WRONG
+    assert completion_text("<tool_call>\n{broken json\n</tool_call>") == "<tool_call>\n{broken json\n</tool_call>"
+    unclosed = '<tool_call>\n{"name": "submit", "arguments": {"code": "x = 1"}}'
+    assert completion_text(unclosed) == "x = 1"  # cut at the length limit after the JSON
+
+
 class SlowGrader:
     """The sandbox, plus a fixed delay per grading, counting how many run at once."""
 
@@ -242,6 +304,54 @@ def test_prefetch_grading_overlaps_a_batch_and_changes_no_result(overlap: bool) 
         assert make.grader.prefetched == 6  # two rollouts sent the same code: graded once
     else:
         assert grader.most == 1 and make.grader.prefetched == 0
+
+
+def test_prefetching_keeps_visible_only_feedback_visible_only() -> None:
+    """feedback_from="visible" grades visible and hidden checks as two runs: each prefetched
+    run serves only its own part, so no hidden check reaches the feedback."""
+    grader = SlowGrader(delay=0.0)
+    make = environment_factory([ADD], max_turns=3, feedback_from="visible", grader=grader)
+    envs = [make() for _ in range(3)]
+    row = to_records([ADD], max_turns=3)[0]
+    for env in envs:
+        env.reset(**row)
+    first = [WRONG, WRONG + "\n# b", WRONG + "\n# c"]
+    completions = Overlapped(envs, [RIGHT] * 3)._tool_call_loop(
+        None, None, None, [[tool_call(c)] for c in first])
+    feedback = [m["content"] for messages in completions for m in messages if m["role"] == "tool"]
+    assert len(feedback) == 6 and not any("add(10, 5)" in f for f in feedback)
+    assert make.grader.hits == 12  # (visible + hidden) x 6 turns, every one ready when asked
+    assert make.grader.prefetched == 8  # the three rollouts sent one right answer: graded once
+    assert [env.get_reward() for env in envs] == [1.0, 1.0, 1.0]
+
+
+def test_every_submit_call_of_a_message_is_prefetched_up_to_the_turns_left() -> None:
+    """A message with several submit calls is several turns; each is graded ahead, none past
+    max_turns."""
+    grader = SlowGrader(delay=0.0)
+    make = environment_factory([ADD], max_turns=2, grader=grader)
+    env = make()
+    env.reset(**to_records([ADD], max_turns=2)[0])
+    calls = [{"type": "function", "function": {"name": "submit", "arguments": {"code": c}}}
+             for c in (WRONG, WRONG + "\n# again", WRONG + "\n# third")]
+    message = {"role": "assistant", "content": "", "tool_calls": calls}
+
+    class OneRound:  # TRL's loop for one message: every call of it, in order
+        def __init__(self) -> None:
+            self.environments = [env]
+
+        def _tool_call_loop(self, prompts: Any, prompt_ids: Any, completion_ids: Any,
+                            completions: list[Any]) -> None:
+            assert make.grader.prefetched == 2  # the third call would come after the last turn
+            for call in completions[0][-1]["tool_calls"]:
+                env.submit(call["function"]["arguments"]["code"])
+
+    class Overlapping(PrefetchGrading, OneRound):
+        pass
+
+    Overlapping()._tool_call_loop(None, None, None, [[message]])
+    assert make.grader.hits == 2 and env.env.trajectory is not None
+    assert len(env.env.trajectory.turns) == 2
 
 
 def test_malformed_tool_calls_read_as_no_submission_never_an_exception() -> None:

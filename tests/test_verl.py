@@ -81,6 +81,25 @@ def test_compute_score_grades_the_code_in_the_solution() -> None:
     assert [b["score"] for b in batch] == [1.0, 1.0]
 
 
+def test_compute_score_grades_as_code_reward_does_with_equality_and_prelude() -> None:
+    """A task's equality and prelude, carried in extra_info, decide the score as they do in TRL."""
+    strict = Task(name="add", prompt="Write `add(a, b)`.", entry_point="add",
+                  checks=("assert add(2, 3) == 5",), equality="strict")
+    as_float = "```python\ndef add(a, b):\n    return float(a + b)\n```"
+    row = to_verl_records([strict])[0]
+    assert compute_score(DATA_SOURCE, as_float, row["reward_model"]["ground_truth"],
+                         row["extra_info"])["score"] == 0.0
+    loose = to_verl_records([ADD])[0]
+    assert compute_score(DATA_SOURCE, as_float, loose["reward_model"]["ground_truth"],
+                         loose["extra_info"])["score"] == 1.0
+    with_prelude = Task(name="add", prompt="Write `add(a, b)`.", entry_point="add",
+                        checks=("assert add(2, 3) == 5",), prelude="from operator import add as plus\n")
+    uses_it = "```python\ndef add(a, b):\n    return plus(a, b)\n```"
+    row = to_verl_records([with_prelude])[0]
+    assert compute_score(DATA_SOURCE, uses_it, row["reward_model"]["ground_truth"],
+                         row["extra_info"])["score"] == 1.0
+
+
 def test_a_multi_turn_episode_return_is_the_score() -> None:
     """When the submit tool wrote the episode's return, compute_score reports it unchanged."""
     row = to_verl_records([ADD])[0]

@@ -3,16 +3,23 @@
 A trainer hands back what the policy produced in one of three shapes: a string, one assistant
 message, or a conversation (a list of messages, tool calls and tool results included).
 :func:`completion_text` gives the submission in it: the code argument of the last tool call
-that carries one, or the text of the last assistant message, whichever comes last.
+that carries one, or the text of the last assistant message that holds code, whichever comes
+last. Tool calls are read in every shape trainers and servers produce: parsed
+(``{"type": "function", "function": {"name", "arguments": {...}}}``, TRL), on the wire
+(``arguments`` a JSON string, OpenAI), flat (``{"name", "arguments"}``), Llama's
+``"parameters"``, and, in text nobody parsed, Hermes/Qwen ``<tool_call>{...}</tool_call>`` blocks.
 """
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from agentenv.errors import ConfigError
+from agentenv.extract import extract_code
 from agentenv.tasks.schema import Task
 
 __all__ = ["completion_text", "decode_task", "encode_task", "resolve_tasks", "tool_call_code"]
@@ -31,8 +38,13 @@ def resolve_tasks(tasks: Iterable[Task] | str) -> list[Task]:
     return out
 
 
+# A tool call written as text (Hermes/Qwen chat templates), when nothing parsed it; an
+# unclosed block (a completion cut at its length limit) runs to the end.
+_TEXT_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
+
+
 def _arguments(function: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    arguments = function.get("arguments")
+    arguments = function.get("arguments", function.get("parameters"))  # Llama 3.1: parameters
     if isinstance(arguments, str):  # OpenAI's wire form: a JSON object as a string
         try:
             arguments = json.loads(arguments)
@@ -47,23 +59,49 @@ def tool_call_code(message: Mapping[str, Any], name: str | None = None) -> list[
     A call's code is its ``code`` argument, else its only string argument; ``arguments`` may be
     a mapping (TRL's parsed form) or a JSON string (OpenAI's). Calls without code are skipped.
     """
-    out: list[str] = []
-    for call in message.get("tool_calls") or ():
-        if not isinstance(call, Mapping):
+    calls = message.get("tool_calls") or ()
+    if isinstance(calls, (str, bytes, Mapping)) or not isinstance(calls, Iterable):
+        return []
+    return [code for call in calls if (code := _call_code(call, name)) is not None]
+
+
+def _call_code(call: Any, name: str | None) -> str | None:
+    """The code one tool call carries (``None`` when it carries none or names another tool)."""
+    if not isinstance(call, Mapping):
+        return None
+    function = call.get("function", call)
+    if not isinstance(function, Mapping) or (name is not None and function.get("name") != name):
+        return None
+    arguments = _arguments(function)
+    if arguments is None:
+        return None
+    code = arguments.get("code")
+    if not isinstance(code, str):
+        strings = [v for v in arguments.values() if isinstance(v, str)]
+        code = strings[0] if len(strings) == 1 else None
+    return code if isinstance(code, str) else None
+
+
+def _text_submission(text: str) -> str:
+    """``text``, or the code of the last ``<tool_call>`` block written in it.
+
+    A chat template's tool call left unparsed is JSON inside ``<tool_call>`` tags; its code
+    argument is the submission unless code follows the last block in the text.
+    """
+    blocks = list(_TEXT_CALL.finditer(text))
+    codes = []
+    for block in blocks:
+        try:
+            call = json.loads(block.group(1))
+        except ValueError:
             continue
-        function = call.get("function", call)
-        if not isinstance(function, Mapping) or (name is not None and function.get("name") != name):
-            continue
-        arguments = _arguments(function)
-        if arguments is None:
-            continue
-        code = arguments.get("code")
-        if not isinstance(code, str):
-            strings = [v for v in arguments.values() if isinstance(v, str)]
-            code = strings[0] if len(strings) == 1 else None
-        if isinstance(code, str):
-            out.append(code)
-    return out
+        code = _call_code(call, None)
+        if code is not None:
+            codes.append(code)
+    if not codes:
+        return text
+    tail = text[blocks[-1].end():]
+    return tail if _holds_code(tail) else codes[-1]
 
 
 def _content_text(content: Any) -> str:
@@ -80,30 +118,48 @@ def _content_text(content: Any) -> str:
     return ""
 
 
+def _holds_code(text: str) -> bool:
+    """Whether ``text`` carries a program: a statement, not only prose or a bare expression
+    (a closing "Done" parses as a name)."""
+    code = extract_code(text)
+    if not code.strip():
+        return False
+    try:
+        body = ast.parse(code).body
+    except Exception:  # extract_code keeps an unclosed fence's text even when it does not parse
+        return True
+    return any(not isinstance(node, ast.Expr) for node in body)
+
+
 def completion_text(completion: Any) -> str:
     """The submission in one completion, in TRL's standard or conversational format.
 
-    A string is itself. In a conversation (a list of message dicts, or one dict), the last
-    assistant message that submits something decides: the code of its last tool call that
-    carries code, else its text (content given as a list of ``{"type": "text"}`` parts is
-    joined). Anything else gives "" (and so a reward of 0).
+    A string is itself, or the code of a ``<tool_call>`` block written in it. In a
+    conversation (a list of message dicts, or one dict), the last assistant message that
+    submits code decides: the code of its last tool call that carries code, else its text
+    (content given as a list of ``{"type": "text"}`` parts is joined) when it holds code. A
+    closing remark after the last submission ("Done, all tests pass.") does not hide it; with
+    no code anywhere, the last assistant text is returned. Anything else gives "" (and so a
+    reward of 0).
     """
     if isinstance(completion, str):
-        return completion
+        return _text_submission(completion)
     if isinstance(completion, Mapping):
         completion = [completion]
     if not isinstance(completion, Sequence):
         return ""
+    fallback = ""
     for message in reversed(completion):
         if not isinstance(message, Mapping) or message.get("role", "assistant") != "assistant":
             continue
         calls = tool_call_code(message)
         if calls:
             return calls[-1]
-        text = _content_text(message.get("content"))
-        if text:
+        text = _text_submission(_content_text(message.get("content")))
+        if _holds_code(text):
             return text
-    return ""
+        fallback = fallback or text
+    return fallback
 
 
 def encode_task(task: Task) -> str:

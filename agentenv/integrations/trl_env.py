@@ -34,7 +34,7 @@ from agentenv.credit import SCHEMES, episode_return
 from agentenv.envs.multiturn import MultiTurnCodingEnv
 from agentenv.errors import ConfigError
 from agentenv.extract import extract_code
-from agentenv.grading.scoring import Grader, SandboxGrader, Scored
+from agentenv.grading.scoring import Grader, SandboxGrader, Scored, split_task
 from agentenv.integrations._common import resolve_tasks, tool_call_code
 from agentenv.tasks.schema import Task
 
@@ -51,20 +51,22 @@ class SharedGrader:
 
     :meth:`prefetch` starts grading a submission on a worker thread (rollouts of one batch that
     send the same code share one grading); :meth:`score` returns that result when one was
-    started for the same task, code and timeout, and grades directly otherwise. ``prefetched``
-    counts the gradings started early, ``hits`` the steps they served.
+    started for the same task (the same checks, not just the same name: an env that grades
+    visible and hidden checks apart asks for each part on its own), code and timeout, and
+    grades directly otherwise. ``prefetched`` counts the gradings started early, ``hits`` the
+    gradings they served.
     """
 
     def __init__(self, inner: Grader, max_workers: int) -> None:
         self.inner = inner
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="agentenv-grade")
         self._lock = threading.Lock()
-        self._started: dict[tuple[str, str, float], tuple[Future[Scored], int]] = {}
+        self._started: dict[tuple[Task, str, float], tuple[Future[Scored], int]] = {}
         self.prefetched = 0
         self.hits = 0
 
     def prefetch(self, task: Task, code: str, *, timeout: float) -> None:
-        key = (task.name, code, timeout)
+        key = (task, code, timeout)
         with self._lock:
             future, waiting = self._started.get(key, (None, 0))
             if future is None:
@@ -73,7 +75,7 @@ class SharedGrader:
             self._started[key] = (future, waiting + 1)
 
     def _claim(self, task: Task, code: str, timeout: float) -> Future[Scored] | None:
-        key = (task.name, code, timeout)
+        key = (task, code, timeout)
         with self._lock:
             entry = self._started.pop(key, None)
             if entry is None:
@@ -162,6 +164,16 @@ class CodingToolEnv:
         return float(episode_return(trajectory, self._credit, self._gamma))
 
     # TRL turns every public method into a tool: what the mixin calls stays private.
+    def _prefetch_calls(self, message: Any) -> None:
+        """Start grading the ``submit`` calls of an assistant message, as many as turns remain
+        (TRL runs each call of a message, in order: each is one turn)."""
+        trajectory = self.env.trajectory
+        if not isinstance(message, Mapping) or trajectory is None:
+            return
+        left = max(0, self.env.max_turns - len(trajectory.turns))
+        for code in tool_call_code(message, TOOL_NAME)[:left]:
+            self._prefetch(code)
+
     def _prefetch(self, code: Any) -> None:
         """Start grading ``code`` (what a pending ``submit`` call carries) ahead of the call."""
         trajectory = self.env.trajectory
@@ -169,7 +181,13 @@ class CodingToolEnv:
         if task is None or trajectory is None or trajectory.stop_reason is not None:
             return
         text = code if isinstance(code, str) else ""
-        self._grader.prefetch(task, extract_code(text, task.entry_point), timeout=self.env.timeout)
+        source = extract_code(text, task.entry_point)
+        # What the env's step will ask the grader for: the task, or its visible and hidden
+        # checks as two runs (feedback_from="visible", stop_when="visible").
+        hidden, visible = split_task(task) if self.env.visible_apart else (task, None)
+        for part in (visible, hidden):
+            if part is not None:
+                self._grader.prefetch(part, source, timeout=self.env.timeout)
 
 
 class EnvironmentFactory:
@@ -241,9 +259,7 @@ class _WatchedMessages(list[Any]):
 
     def append(self, message: Any) -> None:
         super().append(message)
-        if isinstance(message, Mapping):
-            for code in tool_call_code(message, TOOL_NAME)[:1]:  # one graded turn per tool round
-                self.env._prefetch(code)
+        self.env._prefetch_calls(message)
 
 
 class PrefetchGrading:
@@ -267,9 +283,7 @@ class PrefetchGrading:
             for i, (env, messages) in enumerate(zip(envs, completions, strict=True)):
                 if isinstance(env, CodingToolEnv) and isinstance(messages, list):
                     for message in messages[-1:]:
-                        if isinstance(message, Mapping):
-                            for code in tool_call_code(message, TOOL_NAME)[:1]:
-                                env._prefetch(code)
+                        env._prefetch_calls(message)
                     completions[i] = _WatchedMessages(messages, env)
         try:
             return super()._tool_call_loop(  # type: ignore[misc]

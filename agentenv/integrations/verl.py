@@ -117,12 +117,11 @@ def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str
         else:
             mine.append(i)
     if mine:
-        columns = {
-            "checks": [ground_truths[i] for i in mine],
-            "entry_point": [infos[i].get("entry_point") for i in mine],
-            "setup_code": [infos[i].get("setup_code") or "" for i in mine],
-            "float_tolerance": [infos[i].get("float_tolerance") for i in mine],
-        }
+        # Every column code_reward reads, from extra_info as to_verl_records wrote it: the
+        # same grading as TRL's (equality and prelude included).
+        columns: dict[str, list[Any]] = {
+            name: [infos[i].get(name) for i in mine] for name in ROW_COLUMNS if name != "checks"}
+        columns["checks"] = [ground_truths[i] for i in mine]
         rewards = code_reward(completions=[solution_strs[i] for i in mine], **columns)
         for i, reward in zip(mine, rewards, strict=True):
             score = 0.0 if reward is None else float(reward)

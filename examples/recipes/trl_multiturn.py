@@ -4,8 +4,9 @@ and revises, up to ``max_turns`` times; the episode's return is the reward.
     python examples/recipes/trl_multiturn.py --model Qwen/Qwen2.5-Coder-0.5B-Instruct --max-turns 3
 
 Needs ``pip install "agentenv[trl]"`` and a model whose chat template TRL can parse tool calls
-from (Qwen2.5/Qwen3, Llama 3.1+, ...). ``build`` is what the README shows; the test suite runs it
-for two steps on a tiny local model.
+from (Qwen2.5/Qwen3, Llama 3.1+, ...). The part of ``build`` between the ``README`` markers is
+the README's snippet, character for character (tests/test_recipes.py checks it); the test suite
+runs ``build`` for two steps on a tiny local model.
 """
 
 from __future__ import annotations
@@ -13,45 +14,51 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+MODEL = "Qwen/Qwen2.5-Coder-0.5B-Instruct"
 
-def build(model: Any = "Qwen/Qwen2.5-Coder-0.5B-Instruct", tasks: Any = "builtin",
-          max_turns: int = 3, **config: Any) -> Any:
-    from trl import GRPOConfig, GRPOTrainer
 
+def build(model: str = MODEL, tasks: Any = "builtin", max_turns: int = 3,
+          **overrides: Any) -> Any:
+    """The trainer of the README's recipe; ``overrides`` are more ``GRPOConfig`` fields."""
     from agentenv import load_tasks
-    from agentenv.integrations.trl import PrefetchGrading, environment_factory, to_hf_dataset
 
     tasks = load_tasks(tasks) if isinstance(tasks, str) else list(tasks)
+    # README >>>
+    from trl import GRPOConfig, GRPOTrainer
 
-    class Trainer(PrefetchGrading, GRPOTrainer):  # grade a batch's submissions at once
+    from agentenv.integrations.trl import PrefetchGrading, environment_factory, to_hf_dataset
+
+    class Trainer(PrefetchGrading, GRPOTrainer):  # grades a batch's submissions at once
         pass
 
-    args = GRPOConfig(**{
-        "output_dir": "grpo-multiturn",
-        "num_generations": 8,
-        "per_device_train_batch_size": 8,
-        "max_completion_length": 1024,     # every turn, tool messages included
-        "max_tool_calling_iterations": max_turns,
-        "learning_rate": 1e-6,
-        "remove_unused_columns": False,    # reset() reads the row's task_name
-        "report_to": "none",
-        **config,
-    })
-    return Trainer(
-        model=model, args=args,
-        train_dataset=to_hf_dataset(tasks, max_turns=max_turns),
-        environment_factory=environment_factory(tasks, max_turns=max_turns),  # submit(code) tool
-    )                                      # reward: get_reward(), the episode's final score
+    trainer = Trainer(
+        model=model,
+        train_dataset=to_hf_dataset(tasks, max_turns=max_turns),  # prompts offer max_turns tries
+        # the submit(code) tool; the reward is get_reward(), the episode's final score
+        environment_factory=environment_factory(tasks, max_turns=max_turns),
+        args=GRPOConfig(**{
+            "output_dir": "grpo-multiturn",
+            "num_generations": 8,
+            "per_device_train_batch_size": 8,
+            "max_completion_length": 1024,     # every turn, tool messages included
+            "max_tool_calling_iterations": max_turns,
+            "learning_rate": 1e-6,
+            "remove_unused_columns": False,    # reset() reads the row's task_name
+            **overrides,                       # e.g. {"max_steps": 100}
+        }),
+    )
+    # <<< README
+    return trainer
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="Qwen/Qwen2.5-Coder-0.5B-Instruct")
+    parser.add_argument("--model", default=MODEL)
     parser.add_argument("--tasks", default="builtin", help="a task-set name or a JSONL path")
     parser.add_argument("--max-turns", type=int, default=3)
     parser.add_argument("--max-steps", type=int, default=-1)
     args = parser.parse_args()
-    build(args.model, args.tasks, args.max_turns, max_steps=args.max_steps).train()
+    build(args.model, args.tasks, args.max_turns, max_steps=args.max_steps, report_to="none").train()
 
 
 if __name__ == "__main__":

@@ -10,32 +10,35 @@ verifiers (0.4, ``verifiers.v1``) resolves ``--env.taskset.id agentenv_coding`` 
 
 This script builds the env as verifiers does (``load_environment``), lists a few tasks and
 scores a reference solution with the task's rubric. Needs ``pip install "agentenv[verifiers]"``.
+The part of ``main`` between the ``README`` markers is the README's snippet (tests/test_recipes.py
+checks it).
 """
 
 from __future__ import annotations
 
-import asyncio
-
-from verifiers.v1.trace import AgentInfo, Trace, TraceTask
-from verifiers.v1.utils.loaders import load_environment
-
-from agentenv.integrations.verifiers import CodingTasksetConfig, CodingVerifiersEnvConfig
-
 
 def main() -> None:
-    import verifiers.v1 as vf
+    # README >>>
+    import asyncio
 
-    env = load_environment(CodingVerifiersEnvConfig(
+    import verifiers.v1 as vf
+    from verifiers.v1.utils.loaders import load_environment
+
+    from agentenv.integrations.verifiers import CodingTasksetConfig, CodingVerifiersEnvConfig
+    from agentenv.policies.scripted import fence
+
+    env = load_environment(CodingVerifiersEnvConfig(    # as `vf eval agentenv_coding` builds it
         taskset=CodingTasksetConfig(id="agentenv_coding", max_turns=3)))
     tasks = list(env.taskset.take(3))
     print(type(env).__name__, "over", [t.data.name for t in tasks])
     task = tasks[0]
     reference = task.agentenv_task().reference_solution
-    trace = Trace(task=TraceTask(type=type(task).__name__, data=task.data),
-                  agent=AgentInfo(config=vf.AgentConfig()),
-                  root_reply=f"```python\n{reference}\n```")
-    asyncio.run(task.score(trace))
+    trace = vf.Trace(task=vf.TraceTask(type=type(task).__name__, data=task.data),
+                     agent=vf.AgentInfo(config=vf.AgentConfig()),
+                     root_reply=fence(reference))      # a reply holding the reference
+    asyncio.run(task.score(trace))                      # the rubric: hidden tests in the sandbox
     print(f"{task.data.name}: tests_passed {trace.rewards['tests_passed'].score:.2f}")
+    # <<< README
 
 
 if __name__ == "__main__":

@@ -6,15 +6,15 @@ prints the overrides that go on verl's command line (``python -m verl.trainer.ma
 the data files, the custom reward function (``agentenv.integrations.verl.compute_score``, or
 the ``batch`` manager with ``compute_score_batch``) and, with ``--multi-turn``, the tool agent
 loop with agentenv's ``submit`` tool (a tool config file written next to the data). Needs
-``pip install "agentenv[verl]"``. The test suite runs it and checks what it writes.
+``pip install "agentenv[verl]"``. The part of ``build`` between the ``README`` markers is the
+README's snippet (tests/test_recipes.py checks it); the test suite runs the script and checks
+what it writes against verl's own config and tool registry.
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-
-import agentenv.integrations.verl as agentenv_verl
 
 TOOL_CONFIG = """\
 tools:
@@ -27,16 +27,17 @@ def build(out: str | Path, tasks: str = "builtin", multi_turn: bool = False,
           max_turns: int = 3) -> list[str]:
     """Write the data (and tool config); return verl's command-line overrides."""
     out = Path(out)
-    turns = max_turns if multi_turn else 1
+    # README >>>
+    import agentenv.integrations.verl as agentenv_verl
+
     train = agentenv_verl.to_verl_parquet(tasks, out / "train.parquet", multi_turn=multi_turn,
-                                          max_turns=turns)
-    module = Path(agentenv_verl.__file__).resolve()
+                                          max_turns=max_turns if multi_turn else 1)
     overrides = [
         f"data.train_files={train}", f"data.val_files={train}",
-        f"reward.custom_reward_function.path={module}",
-        "reward.custom_reward_function.name=compute_score",
+        f"reward.custom_reward_function.path={agentenv_verl.__file__}",
+        "reward.custom_reward_function.name=compute_score",  # compute_score_batch: batch manager
     ]
-    if multi_turn:
+    if multi_turn:  # verl's tool agent loop calls agentenv's submit tool, one turn per call
         tools = out / "agentenv_tools.yaml"
         tools.write_text(TOOL_CONFIG.format(max_turns=max_turns))
         overrides += [
@@ -45,6 +46,7 @@ def build(out: str | Path, tasks: str = "builtin", multi_turn: bool = False,
             f"actor_rollout_ref.rollout.multi_turn.max_assistant_turns={max_turns}",
             "data.return_raw_chat=True",
         ]
+    # <<< README
     return overrides
 
 
