@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from support.attacks import strict_pool
@@ -567,6 +568,7 @@ def test_samples_of_a_long_limit_task_do_not_starve_a_short_limit_tasks_honest_s
         for t in warm:
             t.join(timeout=60)
         verdicts = []
+        seen: list[tuple[float, tuple[Any, ...]]] = []  # the honest runs' seconds and failures
         for _round in range(2):
             greedy: list[RunResult] = []
 
@@ -579,11 +581,12 @@ def test_samples_of_a_long_limit_task_do_not_starve_a_short_limit_tasks_honest_s
             time.sleep(0.2)  # the greedy samples are running
             honest = run_tests(QUICK, CHECK, timeout=0.3, pool=made)
             verdicts.append((honest.fraction, honest.timed_out))
+            seen.append((honest.exec_seconds, honest.failures[:1]))
             for t in threads:
                 t.join(timeout=60)
             assert [g.fraction for g in greedy] == [1.0] * hogs, [
                 (g.fraction, g.timed_out, g.exec_seconds, g.failures[:1]) for g in greedy]
-        assert verdicts == [(1.0, False)] * 2, verdicts
+        assert verdicts == [(1.0, False)] * 2, (verdicts, seen)
 
 
 # --------------------------------------------------------------------------- what the worker counts

@@ -88,6 +88,7 @@ PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 RESULT_FD = 3
 GRACE = 0.25  # seconds of draining after the run has ended
 CPU_POLL = 0.01  # seconds between CPU checks, at the least
+RUNNABLE_STEP = 0.02  # past its backstop, a runnable run is looked at again this much later
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -913,8 +914,14 @@ class Worker:
                         cpu_spent = True
                     check_cpu = now + max(CPU_POLL, left / self.cpu_rate)
                 if ended_at is None and now >= deadline and not cpu_spent and deadline < cap:
-                    # Time spent waiting for a core is not the run's: move the backstop by it.
-                    deadline = min(cap, base + max(0.0, _waiting(runs) - waited))
+                    # Time spent waiting for a core is not the run's: move the backstop by what
+                    # it waited, and past now while it is runnable (a wait in progress is added
+                    # to the run delay only when the wait ends; a run that is computing instead
+                    # is the CPU limit's to stop).
+                    later = base + max(0.0, _waiting(runs) - waited)
+                    if _runnable(runs):
+                        later = max(later, now + RUNNABLE_STEP)
+                    deadline = min(cap, later)
                     if deadline - now < 0.005:
                         deadline = now  # nothing (or too little) to add: it is a timeout
                 if ended_at is None and now >= deadline:
@@ -1007,6 +1014,19 @@ def _waiting(runs: list[_Prepared]) -> float:
         except (OSError, ValueError, IndexError):
             continue
     return total / 1e9
+
+
+def _runnable(runs: list[_Prepared]) -> bool:
+    """Whether ``G`` or ``J`` is running or waiting for a core right now (state ``R``)."""
+    for run in runs:
+        try:
+            with open(f"/proc/{run.pid}/stat", "rb") as handle:
+                data = handle.read()
+            if data[data.rindex(b")") + 2:][:1] == b"R":
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
 
 
 def _drain_into(fd: int, kept: list[bytes], cap: int, size: dict[int, int],
