@@ -56,6 +56,8 @@ class WorkerCgroup:
     _memory: str = ""  # the memory limit last written
     _pids: int | None = -1
     _weight: int = 100
+    _limited: int | None = -1  # the run memory the limit was last computed for, and its allowance
+    _allowance: int = -1
     _readers: dict[str, int] = field(default_factory=dict)  # file name -> a descriptor kept open
 
     def _read(self, controller: str, name: str) -> bytes | None:
@@ -89,7 +91,8 @@ class WorkerCgroup:
         The memory allowance is what the idle worker is measured to hold now (its processes,
         the runs prepared ahead, their kernel objects) plus :data:`WORKER_SLACK` for what it
         buffers while the run goes on, never more than :data:`MEMORY_ALLOWANCE`: whatever the
-        worker does not use is not the run's to take on top of its own limit.
+        worker does not use is not the run's to take on top of its own limit. An allowance one
+        step (16 MiB) above what the worker holds now is kept rather than lowered.
         """
         if "memory" in self.dirs:
             if memory is None:
@@ -98,6 +101,12 @@ class WorkerCgroup:
                 held = self.usage()
                 allowance = MEMORY_ALLOWANCE if held is None else min(
                     MEMORY_ALLOWANCE, -(-(held + WORKER_SLACK) // _STEP) * _STEP)
+                if memory == self._limited and allowance < self._allowance <= allowance + _STEP:
+                    # One step of hysteresis: an idle worker hovering at a step boundary would
+                    # rewrite the limit every other run (a write the kernel answers with a
+                    # reclaim pass, on the caller's clock).
+                    allowance = self._allowance
+                self._limited, self._allowance = memory, allowance
                 value = str(memory + allowance)
             if value != self._memory:
                 if self.version == 1:
