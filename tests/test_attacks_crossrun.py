@@ -695,3 +695,122 @@ def test_a_batch_scores_the_same_alone_and_mixed_with_every_attack_above() -> No
             t.join(timeout=120)
         assert [mixed[i] for i in range(len(HONEST_BATCH))] == alone
         assert leftover_processes(made) == []
+
+
+# --------------------------------------------------------------------------- the FINISHED marker
+
+# The worker may answer once every result pipe of the run ends with FINISHED (b"+finished\n"),
+# which the candidate can write to fd 3 itself, at any moment, or end a judge's frame with (an
+# exception message is the last field of a verdict frame).
+FORGED_FINISHED = {
+    "then_sleeps": "import os, time\nos.write(3, b'+finished\\n')\ntime.sleep(30)\n",
+    "then_loops": "import os\nos.write(3, b'+finished\\n')\nwhile True:\n    pass\n",
+    "child_floods_stdout": "import os\nif os.fork() == 0:\n    while True:\n"
+                           "        os.write(1, b'LEAK' * 4096)\nos.write(3, b'+finished\\n')\n"
+                           "while True:\n    pass\n",
+}
+
+
+def test_a_forged_finished_marker_gains_nothing_and_leaves_nothing_for_the_next_run(
+        pool: SandboxPool) -> None:
+    """A candidate that writes the worker's FINISHED marker on the result channel, then sleeps,
+    loops, or keeps a child flooding stdout: each is a timeout scoring 0, and honest work next on
+    the same worker scores what it earns alone with none of the attack's output."""
+    for name, code in FORGED_FINISHED.items():
+        result = run_tests(code + "def f():\n    return 1\n", CHECK, timeout=0.5, pool=pool)
+        assert (result.fraction, result.timed_out) == (0.0, True), (name, result.failures)
+        after = run_tests("def f():\n    print('mine')\n    return 1\n", CHECK, pool=pool)
+        assert (after.fraction, after.timed_out, after.stdout) == (1.0, False, "mine\n"), name
+    assert leftover_processes(pool) == []
+
+
+FINISHED_IN_A_VERDICT = """
+import os
+os.write(3, b'+finished\\n')
+def g():
+    raise ValueError('boom\\n+finished')
+def f():
+    return 1
+"""
+JUDGED = ["for _ in range(1):\n    assert g() == 1", "for _ in range(1):\n    assert f() == 1"]
+
+
+def test_a_judge_frame_ending_in_the_finished_marker_does_not_cut_the_judges_verdicts(
+        pool: SandboxPool) -> None:
+    """The candidate's process writes FINISHED first and makes the judge's first verdict frame
+    end with it too (its exception message): the judge's later verdicts still count (exactly
+    one of two checks passes), and the next run on the worker is unaffected."""
+    result = run_tests(FINISHED_IN_A_VERDICT, JUDGED, pool=pool)
+    assert (result.fraction, result.timed_out) == (0.5, False), result.failures
+    assert [f.index for f in result.failures] == [0]
+    honest_passes(pool)
+    assert leftover_processes(pool) == []
+
+
+SCHED_IDLE_LOOP = ("import os\nos.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\n"
+                   "def f():\n    while True:\n        pass\n")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="no SCHED_IDLE here")
+def test_a_loop_that_starves_itself_under_host_load_is_still_stopped_within_its_cap() -> None:
+    """A loop that puts itself under SCHED_IDLE stays runnable (state R) while it gets little
+    CPU once the host is busy (one busy process per core outside the sandbox): the backstop
+    moves by the time it waits for a core and is re-checked while it is runnable, so it lasts
+    longer than a plain loop (measured ~1.9 s against ~0.5 s under a 0.5 s limit), but never
+    past Limits.wall_cap_seconds, and it is a timeout."""
+    made = strict_pool(1, "the self-starving loop")
+    host_load = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                 for _ in range(os.cpu_count() or 1)]
+    try:
+        with made:
+            cap = Limits().wall_cap_seconds(0.5)
+            for _round in range(2):
+                start = time.monotonic()
+                result = run_tests(SCHED_IDLE_LOOP, CHECK, timeout=0.5, pool=made)
+                seconds = time.monotonic() - start
+                assert (result.fraction, result.timed_out) == (0.0, True), result.failures
+                assert seconds < cap + 1.0, seconds
+            assert leftover_processes(made) == []
+    finally:
+        for process in host_load:
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "Worker._collect's early answer never happens: when every result pipe ends with FINISHED "
+    "it drains the pipes and `break`s, but that break leaves only the `for key in sel.select()` "
+    "loop; the enclosing `while True` goes on reading until the pipes' ends, the run's exit or "
+    "the deadline, as before the change (a run that wrote FINISHED and has not exited by the "
+    "deadline is even reported as a timeout). Not a verdict hole: a candidate that forges the "
+    "marker gains nothing either way (tests above)."))
+def test_the_worker_answers_once_every_result_pipe_ends_with_finished(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_collect`` on a process that wrote STARTED and FINISHED and then lingers holding its
+    pipes (as G does for a moment while the kernel tears it down): the answer comes at once,
+    not at the deadline, and is not a timeout."""
+    from agentenv.sandbox import _worker
+
+    res_r, res_w = os.pipe()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import os, sys, time\n"
+         "os.write(int(sys.argv[1]), b'+started\\n+finished\\n')\ntime.sleep(10)\n", str(res_w)],
+        pass_fds=(res_w,), stdout=out_w, stderr=err_w, start_new_session=True)
+    _worker._close(res_w, out_w, err_w)
+    run = _worker._Prepared(child.pid, [-1, res_r, out_r, err_r])
+    worker = object.__new__(_worker.Worker)
+    worker.namespaces, worker.cpu_rate, worker.unreaped = False, 1.0, []
+    monkeypatch.setattr(worker, "_ask", lambda _op, _pid=0: (b"S", -9, []), raising=False)
+    try:
+        start = time.monotonic()
+        outcome = worker._collect([run], {res_r: 1 << 20, out_r: 1 << 16, err_r: 1 << 16}, 5.0,
+                                  start + 3.0, 0)
+        seconds = time.monotonic() - start
+    finally:
+        child.kill()
+        child.wait()
+        run.close()
+    assert (outcome["timed_out"], seconds < 1.0) == (False, True), (outcome["timed_out"], seconds)
