@@ -900,6 +900,7 @@ class Worker:
         polled = [run.pid for run in runs if run.pid not in pidfds.values()]
         results = {run.res_r for run in runs}
         finished: set[int] = set()  # result pipes whose last bytes so far are FINISHED
+        answered = False  # every result pipe ended with FINISHED: answer without the EOFs
         timed_out = False
         exited: set[int] = set()
         ended_at: float | None = None
@@ -967,7 +968,10 @@ class Worker:
                             # Every process wrote its last bytes after flushing its output:
                             # take what the pipes hold and answer now, not after the EOFs.
                             self._drain(sel, caps, kept, size, dropped)
+                            answered = True
                             break
+                if answered:
+                    break
         finally:
             sel.close()
             _close(*pidfds)
