@@ -869,8 +869,8 @@ class Worker:
                  deadline: float, since: int, cap: float | None = None,
                  waited: float = 0.0) -> dict[str, Any]:
         """Read the runs' pipes until they close, every run ends, every result pipe ends with
-        ``FINISHED`` (what the pipes hold then is taken without waiting for their ends), or a
-        limit; then kill them.
+        ``FINISHED`` and the judge (if any) has exited (what the pipes hold then is taken
+        without waiting for their ends), or a limit; then kill them.
 
         ``runs`` is ``G`` alone, or ``G`` and its judge ``J``; the run ends when all have exited.
         The time limit is ``cpu_limit`` seconds of CPU used by the run's processes, checked as
@@ -900,7 +900,6 @@ class Worker:
         polled = [run.pid for run in runs if run.pid not in pidfds.values()]
         results = {run.res_r for run in runs}
         finished: set[int] = set()  # result pipes whose last bytes so far are FINISHED
-        answered = False  # every result pipe ended with FINISHED: answer without the EOFs
         timed_out = False
         exited: set[int] = set()
         ended_at: float | None = None
@@ -962,15 +961,17 @@ class Worker:
                         kept[fd].append(data[:room])
                         size[fd] += min(room, len(data))
                     dropped[fd] += max(0, len(data) - max(room, 0))
-                    if fd in results and data.endswith(FINISHED):
-                        finished.add(fd)
-                        if len(finished) == len(results) and ended_at is None:
-                            # Every process wrote its last bytes after flushing its output:
-                            # take what the pipes hold and answer now, not after the EOFs.
-                            self._drain(sel, caps, kept, size, dropped)
-                            answered = True
-                            break
-                if answered:
+                    if fd in results:
+                        if data.endswith(FINISHED):
+                            finished.add(fd)
+                        else:
+                            finished.discard(fd)
+                if (ended_at is None and len(finished) == len(results)
+                        and all(run.pid in exited for run in runs[1:])):
+                    # G wrote its last bytes after flushing its output, and the judge (whose
+                    # frames quote candidate text, so could end like the marker) is gone: take
+                    # what the pipes hold and answer now, not after the EOFs.
+                    self._drain(sel, caps, kept, size, dropped)
                     break
         finally:
             sel.close()
