@@ -83,21 +83,20 @@ def test_compute_score_grades_the_code_in_the_solution() -> None:
 
 def test_compute_score_grades_as_code_reward_does_with_equality_and_prelude() -> None:
     """A task's equality and prelude, carried in extra_info, decide the score as they do in TRL."""
+
+    def score(task: Task, reply: str) -> float:
+        row = to_verl_records([task])[0]
+        return compute_score(DATA_SOURCE, reply, row["reward_model"]["ground_truth"],
+                             row["extra_info"])["score"]
+
     strict = Task(name="add", prompt="Write `add(a, b)`.", entry_point="add",
                   checks=("assert add(2, 3) == 5",), equality="strict")
     as_float = "```python\ndef add(a, b):\n    return float(a + b)\n```"
-    row = to_verl_records([strict])[0]
-    assert compute_score(DATA_SOURCE, as_float, row["reward_model"]["ground_truth"],
-                         row["extra_info"])["score"] == 0.0
-    loose = to_verl_records([ADD])[0]
-    assert compute_score(DATA_SOURCE, as_float, loose["reward_model"]["ground_truth"],
-                         loose["extra_info"])["score"] == 1.0
+    assert score(strict, as_float) == 0.0
+    assert score(ADD, as_float) == 1.0
     with_prelude = Task(name="add", prompt="Write `add(a, b)`.", entry_point="add",
                         checks=("assert add(2, 3) == 5",), prelude="from operator import add as plus\n")
-    uses_it = "```python\ndef add(a, b):\n    return plus(a, b)\n```"
-    row = to_verl_records([with_prelude])[0]
-    assert compute_score(DATA_SOURCE, uses_it, row["reward_model"]["ground_truth"],
-                         row["extra_info"])["score"] == 1.0
+    assert score(with_prelude, "```python\ndef add(a, b):\n    return plus(a, b)\n```") == 1.0
 
 
 def test_a_multi_turn_episode_return_is_the_score() -> None:
