@@ -956,11 +956,7 @@ class Worker:
                     if not data:
                         sel.unregister(fd)
                         continue
-                    room = caps[fd] - size[fd]
-                    if room > 0:
-                        kept[fd].append(data[:room])
-                        size[fd] += min(room, len(data))
-                    dropped[fd] += max(0, len(data) - max(room, 0))
+                    _keep(fd, data, kept[fd], caps[fd], size, dropped)
                     if fd in results:
                         if data.endswith(FINISHED):
                             finished.add(fd)
@@ -1034,6 +1030,16 @@ def _runnable(runs: list[_Prepared]) -> bool:
     return False
 
 
+def _keep(fd: int, data: bytes, kept: list[bytes], cap: int, size: dict[int, int],
+          dropped: dict[int, int]) -> None:
+    """Add what was read from ``fd`` to ``kept`` within ``cap`` bytes; count what is dropped."""
+    room = cap - size[fd]
+    if room > 0:
+        kept.append(data[:room])
+        size[fd] += min(room, len(data))
+    dropped[fd] += max(0, len(data) - max(room, 0))
+
+
 def _drain_into(fd: int, kept: list[bytes], cap: int, size: dict[int, int],
                 dropped: dict[int, int]) -> None:
     """Read what ``fd`` holds now (non-blocking) into ``kept``, within ``cap`` bytes."""
@@ -1044,11 +1050,7 @@ def _drain_into(fd: int, kept: list[bytes], cap: int, size: dict[int, int],
             return
         if not data:
             return
-        room = cap - size[fd]
-        if room > 0:
-            kept.append(data[:room])
-            size[fd] += min(room, len(data))
-        dropped[fd] += max(0, len(data) - max(room, 0))
+        _keep(fd, data, kept, cap, size, dropped)
 
 
 class _PairedRun:
