@@ -195,6 +195,7 @@ CENSUS: dict[int, list[tuple[str, str]]] = {
          "test_fallback_candidates_get_an_empty_environment_and_no_root_when_possible"),
         ("test_values", "test_secret_values_are_redacted_from_every_result"),
         ("test_values", "test_coding_env_never_shows_a_secret_value"),
+        ("test_attacks_hermetic", "test_a_secret_a_fallback_candidate_prints_is_redacted_from_its_result"),
     ],
     8: [  # candidate text is data: stored, resumed, shown and quoted without error
         ("test_attacks_redteam", "lone_surrogates_and_nul_in_exception_messages_and_output"),

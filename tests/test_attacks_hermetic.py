@@ -760,3 +760,23 @@ def test_paths_only_root_can_reach_are_staged_for_the_unprivileged_sandbox(tmp_p
                                                            _isolation.SANDBOX_UID), source
     for source, _stage in config["binds"]:
         assert not _isolation.reachable_by(source, _isolation.SANDBOX_UID, _isolation.SANDBOX_UID)
+
+
+# --------------------------------------------------------------------------- the fallback as root
+
+def test_a_secret_a_fallback_candidate_prints_is_redacted_from_its_result(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A candidate that knows a secret of the caller's environment (it was in its prompt) and
+    prints it, raises it and returns it: the result carries none of it, at the fallback level
+    as at the strict one (redaction is on the trusted side)."""
+    secret = "sk-known-to-the-policy-9001"
+    monkeypatch.setenv("AGENTENV_FALLBACK_TEST_API_KEY", secret)
+    code = (f"import sys\nprint({secret!r})\nsys.stderr.write({secret!r})\n"
+            f"def probe():\n    raise ValueError({secret!r})\n"
+            f"def add(a, b):\n    return {secret!r}\n")
+    with SandboxPool(size=1, isolation="rlimits", allow_root_fallback=True) as made:
+        for checks in (["assert probe() == 1"], ADD):
+            result = run_tests(code, checks, pool=made)
+            shown = repr(result)
+            assert secret not in shown, shown
+            assert result.fraction == 0.0
