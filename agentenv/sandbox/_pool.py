@@ -379,7 +379,8 @@ class _WorkerHandle:
             if not chunk:
                 raise WorkerDied(f"the worker exited (status {self.proc.poll()})")
             buffer += chunk
-        data = bytes(buffer[:n])
+        with memoryview(buffer) as view, view[:n] as head:
+            data = bytes(head)  # one copy (a bytearray slice would be a second)
         del buffer[:n]
         return data
 
