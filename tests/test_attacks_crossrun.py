@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from support.attacks import strict_pool
 
+from agentenv.errors import SandboxError
 from agentenv.grading import RunResult, run_tests
 from agentenv.sandbox import Limits, SandboxPool, _cgroup
 from agentenv.sandbox.testing import leftover_processes
@@ -815,3 +816,70 @@ def test_the_worker_answers_once_every_result_pipe_ends_with_finished(
         child.wait()
         run.close()
     assert (outcome["timed_out"], seconds < 1.0) == (False, True), (outcome["timed_out"], seconds)
+
+
+# A child of the candidate's process splices from an empty socket into the run's stdout pipe:
+# while the socket has no data the kernel holds that pipe's lock (splice_file_to_pipe keeps
+# pipe_lock across the socket's blocking read), and any read of the pipe, O_NONBLOCK or not,
+# sleeps on that lock uninterruptibly (state D) until the splice returns.
+SPLICE_HOLDS_STDOUT = """
+import os, socket, time
+a, b = socket.socketpair()
+if os.fork() == 0:
+    try:
+        os.splice(a.fileno(), 1, 1 << 16)  # never returns: nobody writes to b
+    finally:
+        os._exit(0)
+time.sleep(0.1)
+"""
+
+
+def test_a_splice_holding_the_stdout_pipe_at_a_normal_end_is_torn_down_with_the_run(
+        pool: SandboxPool) -> None:
+    """Contained: the splicing child holds the stdout pipe's lock while the candidate's process
+    returns normally. Its FINISHED comes only as it exits, and its exit (the run's pid namespace
+    init) kills the splicer, so the worker's reads never wait on the lock: the check passes at
+    once (measured 0.21 s) and the next run on the worker is unaffected."""
+    workers = pool.worker_pids
+    result = run_tests(SPLICE_HOLDS_STDOUT + "def f():\n    return 1\n", CHECK, timeout=0.5,
+                       pool=pool)
+    assert (result.fraction, result.timed_out) == (1.0, False), result.failures
+    honest_passes(pool)
+    assert pool.worker_pids == workers
+    assert leftover_processes(pool) == []
+
+
+def test_a_forged_finished_marker_with_the_stdout_pipe_locked_does_not_wedge_the_worker(
+        pool: SandboxPool) -> None:
+    """OPEN HOLE (fails): the same splicing child, then the candidate writes FINISHED on fd 3 and
+    sleeps. ``_collect``'s early answer sees every result pipe end with FINISHED and calls
+    ``_drain``, which reads every still-open pipe, stdout included, without waiting for it to be
+    readable; that read sleeps in state D on the pipe's lock, which the splicer holds for as long
+    as the candidate's process lives, and the worker kills nothing first. No deadline, CPU check
+    or wall cap runs again: the parent gives up only after ``wall_cap_seconds + BACKSTOP`` and
+    kills the worker, retries once on a fresh worker (wedged the same way), then raises
+    SandboxError. Measured: SandboxError after 40.2 s for a 0.5 s timeout (cap 10 s); here
+    (starved_factor=1, cap 0.8 s) ~22 s. It must instead be a plain 0 within its cap, on the
+    same worker. Before the early answer (5d4660c) the forged marker changed nothing and the
+    backstop killed the run (and with it the splicer) on time.
+
+    Fix: kill the run before draining (``_kill`` every run, then drain: the pid namespace's
+    teardown ends the splice and frees the lock), or drain only pipes ``select`` reports
+    readable; and refuse ``splice``/``tee``/``vmsplice``/``sendfile`` in the run's seccomp
+    filter so no candidate process can sit on the lock of a pipe the worker reads at all."""
+    limits = Limits(starved_factor=1.0)
+    cap = limits.wall_cap_seconds(0.2)
+    workers = pool.worker_pids
+    start = time.monotonic()
+    try:
+        outcome: RunResult | SandboxError = run_tests(
+            SPLICE_HOLDS_STDOUT + "os.write(3, b'+finished\\n')\ntime.sleep(30)\n"
+            "def f():\n    return 1\n", CHECK, timeout=0.2, limits=limits, pool=pool)
+    except SandboxError as exc:
+        outcome = exc
+    seconds = time.monotonic() - start
+    honest_passes(pool)
+    assert leftover_processes(pool) == []
+    assert isinstance(outcome, RunResult), (outcome, seconds)
+    assert (outcome.fraction, seconds < cap + 2.0) == (0.0, True), (outcome.failures, seconds)
+    assert pool.worker_pids == workers
