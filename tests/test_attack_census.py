@@ -168,6 +168,10 @@ CENSUS: dict[int, list[tuple[str, str]]] = {
         ("test_values", "test_a_candidate_dict_subclass_with_a_lying_eq_does_not_pass"),
     ],
     6: [  # a pool that cannot be poisoned: the next submission gets a healthy, identical worker
+        ("test_attacks_crossrun",
+         "test_a_forged_finished_marker_with_the_stdout_pipe_locked_does_not_wedge_the_worker"),
+        ("test_attacks_crossrun",
+         "test_a_splice_holding_the_stdout_pipe_at_a_normal_end_is_torn_down_with_the_run"),
         ("test_attacks", "ctypes_segfault"),
         ("test_attacks", "kill_the_parent_and_everything_visible"),
         ("test_attacks_judge", "kill_everything_visible_from_inside_a_proxy_call"),

@@ -857,20 +857,12 @@ class Worker:
                 continue  # gone in between: its time is now in its parent's
         return total / _TICKS
 
-    @staticmethod
-    def _drain(sel: selectors.BaseSelector, caps: dict[int, int], kept: dict[int, list[bytes]],
-               size: dict[int, int], dropped: dict[int, int]) -> None:
-        """Take what the still-open pipes hold now, without waiting for more."""
-        for fd in caps:
-            if fd in sel.get_map():
-                _drain_into(fd, kept[fd], caps[fd], size, dropped)
-
     def _collect(self, runs: list[_Prepared], caps: dict[int, int], cpu_limit: float,
                  deadline: float, since: int, cap: float | None = None,
                  waited: float = 0.0) -> dict[str, Any]:
-        """Read the runs' pipes until they close, every run ends, every result pipe ends with
-        ``FINISHED`` and the judge (if any) has exited (what the pipes hold then is taken
-        without waiting for their ends), or a limit; then kill them.
+        """Read the runs' pipes until they close, every run ends, or a limit; then kill them.
+        A run is ended at once when every result pipe ends with ``FINISHED`` and the judge (if
+        any) has exited, without waiting for ``G`` to exit by itself.
 
         ``runs`` is ``G`` alone, or ``G`` and its judge ``J``; the run ends when all have exited.
         The time limit is ``cpu_limit`` seconds of CPU used by the run's processes, checked as
@@ -956,7 +948,11 @@ class Worker:
                     if not data:
                         sel.unregister(fd)
                         continue
-                    _keep(fd, data, kept[fd], caps[fd], size, dropped)
+                    room = caps[fd] - size[fd]
+                    if room > 0:
+                        kept[fd].append(data[:room])
+                        size[fd] += min(room, len(data))
+                    dropped[fd] += max(0, len(data) - max(room, 0))
                     if fd in results:
                         if data.endswith(FINISHED):
                             finished.add(fd)
@@ -965,10 +961,13 @@ class Worker:
                 if (ended_at is None and len(finished) == len(results)
                         and all(run.pid in exited for run in runs[1:])):
                     # G wrote its last bytes after flushing its output, and the judge (whose
-                    # frames quote candidate text, so could end like the marker) is gone: take
-                    # what the pipes hold and answer now, not after the EOFs.
-                    self._drain(sel, caps, kept, size, dropped)
-                    break
+                    # frames quote candidate text, so could end like the marker) is gone: end
+                    # the run now rather than wait for it to exit. What the pipes hold is still
+                    # read as they report it, up to their ends; never by reading a pipe that
+                    # reports nothing, which a process still splicing into it could block.
+                    for run in runs:
+                        _kill(run.pid)
+                    ended_at = time.monotonic()
         finally:
             sel.close()
             _close(*pidfds)
@@ -1028,29 +1027,6 @@ def _runnable(runs: list[_Prepared]) -> bool:
         except (OSError, ValueError):
             continue
     return False
-
-
-def _keep(fd: int, data: bytes, kept: list[bytes], cap: int, size: dict[int, int],
-          dropped: dict[int, int]) -> None:
-    """Add what was read from ``fd`` to ``kept`` within ``cap`` bytes; count what is dropped."""
-    room = cap - size[fd]
-    if room > 0:
-        kept.append(data[:room])
-        size[fd] += min(room, len(data))
-    dropped[fd] += max(0, len(data) - max(room, 0))
-
-
-def _drain_into(fd: int, kept: list[bytes], cap: int, size: dict[int, int],
-                dropped: dict[int, int]) -> None:
-    """Read what ``fd`` holds now (non-blocking) into ``kept``, within ``cap`` bytes."""
-    while True:
-        try:
-            data = os.read(fd, 1 << 16)
-        except OSError:  # BlockingIOError: nothing more for now
-            return
-        if not data:
-            return
-        _keep(fd, data, kept, cap, size, dropped)
 
 
 class _PairedRun:
