@@ -773,9 +773,9 @@ class Worker:
             if pair is not None:
                 caps.update(pair.caps(max_result))
             wall = float(header.get("wall") or timeout)
-            cap = max(wall, float(header.get("wall_cap") or wall))
+            cap = float(header.get("wall_cap") or wall)  # _collect keeps it past the deadline
             outcome = self._collect(runs, caps, timeout, start + max(wall, timeout), since,
-                                    start + max(cap, timeout), waited)
+                                    start + cap, waited)
         finally:
             for each in runs:
                 each.close()
