@@ -11,6 +11,8 @@ branches share their root's weight).
 from __future__ import annotations
 
 import hashlib
+import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
@@ -31,6 +33,7 @@ __all__ = [
     "classify_outcome",
     "code_hash",
     "episode_weights",
+    "weighted_mean",
 ]
 
 Outcome = Literal["no_code", "syntax_error", "runtime_error", "timeout", "wrong_answer", "pass"]
@@ -345,10 +348,17 @@ def episode_weights(trajectories: Sequence[Trajectory]) -> list[float]:
     keys: list[tuple[str, Any] | None] = []
     for t in trajectories:
         tree = t.metadata.get("tree")
-        branched = isinstance(tree, Mapping) and tree.get("branch") is not None
-        keys.append((t.task_name, tree.get("root")) if branched and isinstance(tree, Mapping) else None)
-    counts: dict[tuple[str, Any], int] = {}
-    for key in keys:
-        if key is not None:
-            counts[key] = counts.get(key, 0) + 1
+        if isinstance(tree, Mapping) and tree.get("branch") is not None:
+            keys.append((t.task_name, tree.get("root")))
+        else:
+            keys.append(None)
+    counts = Counter(key for key in keys if key is not None)
     return [1.0 if key is None else 1.0 / counts[key] for key in keys]
+
+
+def weighted_mean(values: Sequence[float | None], weights: Sequence[float]) -> float | None:
+    """The mean of the values that are not None, each weighing its weight (see
+    :func:`episode_weights`); None when no value (or no weight) is left."""
+    pairs = [(v, w) for v, w in zip(values, weights, strict=True) if v is not None]
+    total = math.fsum(w for _, w in pairs)
+    return math.fsum(v * w for v, w in pairs) / total if pairs and total else None

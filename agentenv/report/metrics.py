@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from agentenv.records import OUTCOMES, Trajectory, episode_weights
+from agentenv.records import OUTCOMES, Trajectory, episode_weights, weighted_mean
 from agentenv.report.budget import episode_cost
 from agentenv.report.records import (
     GroupRow,
@@ -77,14 +77,7 @@ def _tokens(means: Mapping[str, float | None]) -> TokenMeans:
 
 def _mean_tokens(episodes: Sequence[Trajectory], weights: Sequence[float]) -> TokenMeans:
     costs = [episode_cost(t).to_dict() for t in episodes]
-    return _tokens({key: _weighted([c[key] for c in costs], weights) for key in TOKEN_KEYS})
-
-
-def _weighted(values: Sequence[float | None], weights: Sequence[float]) -> float | None:
-    """The weighted mean of the values that are not None (None if there are none)."""
-    pairs = [(v, w) for v, w in zip(values, weights, strict=True) if v is not None]
-    total = math.fsum(w for _, w in pairs)
-    return math.fsum(v * w for v, w in pairs) / total if pairs and total else None
+    return _tokens({key: weighted_mean([c[key] for c in costs], weights) for key in TOKEN_KEYS})
 
 
 def task_row(episodes: Sequence[Trajectory], turns: int) -> TaskRow:
@@ -93,7 +86,7 @@ def task_row(episodes: Sequence[Trajectory], turns: int) -> TaskRow:
     weights = episode_weights(episodes)
 
     def weighted(values: Sequence[float]) -> float:
-        result = _weighted(values, weights)
+        result = weighted_mean(values, weights)
         assert result is not None  # a task row has at least one episode
         return result
 

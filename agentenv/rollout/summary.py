@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any, TypedDict
 
-from agentenv.records import Trajectory, episode_weights
+from agentenv.records import Trajectory, episode_weights, weighted_mean
 from agentenv.rollout.plan import RolloutConfig
 
 __all__ = ["DifficultyRow", "GroupSummary", "PartialRow", "RunRecord", "Summary", "TaskRow", "TokenCounts",
@@ -118,12 +118,6 @@ class Summary(_SummaryBase, total=False):
 _UNKNOWN = "unknown"
 
 
-def _mean(values: Sequence[float], weights: Sequence[float]) -> float | None:
-    """The weighted mean (see :func:`agentenv.records.episode_weights`); None when empty."""
-    total = sum(weights)
-    return sum(v * w for v, w in zip(values, weights, strict=True)) / total if total else None
-
-
 def summarize_group(trajectories: Sequence[Trajectory]) -> GroupSummary:
     """The headline numbers of a group of episodes (None where a number is undefined)."""
     n = len(trajectories)
@@ -143,12 +137,12 @@ def summarize_group(trajectories: Sequence[Trajectory]) -> GroupSummary:
     total_tokens = sum(t.total_tokens for t in trajectories)
     return {
         "episodes": n,
-        "pass@1": _mean([1.0 if t.first_turn_solved else 0.0 for t in trajectories], weights),
-        "solve_rate": _mean([1.0 if s is not None else 0.0 for s in solved_turns], weights),
-        "repair_rate": _mean([1.0 if t.solved_turn is not None else 0.0 for t, _ in failed_first],
+        "pass@1": weighted_mean([1.0 if t.first_turn_solved else 0.0 for t in trajectories], weights),
+        "solve_rate": weighted_mean([1.0 if s is not None else 0.0 for s in solved_turns], weights),
+        "repair_rate": weighted_mean([1.0 if t.solved_turn is not None else 0.0 for t, _ in failed_first],
                              [w for _, w in failed_first]),
-        "mean_reward": _mean([t.final_reward for t in trajectories], weights),
-        "mean_turns": _mean([float(len(t.turns)) for t in trajectories], weights),
+        "mean_reward": weighted_mean([t.final_reward for t in trajectories], weights),
+        "mean_turns": weighted_mean([float(len(t.turns)) for t in trajectories], weights),
         "solve_rate_by_turn": [
             sum(w for s, w in zip(solved_turns, weights, strict=True) if s is not None and s <= k) / roots
             for k in range(1, max_turns + 1)
@@ -156,7 +150,7 @@ def summarize_group(trajectories: Sequence[Trajectory]) -> GroupSummary:
         "tokens": {
             "total": total_tokens,
             "generated": sum(t.action_tokens for t in trajectories),
-            "mean_per_episode": _mean([float(t.total_tokens) for t in trajectories], weights),
+            "mean_per_episode": weighted_mean([float(t.total_tokens) for t in trajectories], weights),
             "prompt_tokens": prompt_tokens if calls_with_usage else None,
             "completion_tokens": completion_tokens if calls_with_usage else None,
         },
