@@ -45,6 +45,7 @@ import gc
 import json
 import os
 import platform
+import select
 import selectors
 import signal
 import socket
@@ -87,6 +88,7 @@ PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 RESULT_FD = 3
 GRACE = 0.25  # seconds of draining after the run has ended
+DRAIN_ROUNDS = 16  # reads of what each pipe holds when a run ends on FINISHED (64 KiB a read)
 CPU_POLL = 0.01  # seconds between CPU checks, at the least
 RUNNABLE_STEP = 0.02  # past its backstop, a runnable run is looked at again this much later
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -107,6 +109,9 @@ class _Libc:
                 self.lib = ctypes.CDLL(None, use_errno=True)
                 for name in ("prctl", "capset", "syscall", "mount"):  # resolve once, before any fork
                     getattr(self.lib, name)
+                # clone through the GIL-holding flavour (see clone_into_namespaces)
+                self.raw_syscall = ctypes.PyDLL(None, use_errno=True).syscall
+                self.raw_syscall.restype = ctypes.c_long
             except (OSError, ImportError):  # pragma: no cover - no libc through ctypes
                 self.lib = None
 
@@ -154,8 +159,7 @@ class _Libc:
             raise OSError("raw clone is not supported on this platform")
         ct = self.ctypes
         api = ct.pythonapi
-        syscall = ct.PyDLL(None, use_errno=True).syscall
-        syscall.restype = ct.c_long
+        syscall = self.raw_syscall
         flags = CLONE_NEWUSER | CLONE_NEWPID | extra | int(signal.SIGCHLD)
         api.PyOS_BeforeFork()
         pid = syscall(ct.c_long(number), ct.c_ulong(flags), ct.c_void_p(0), ct.c_void_p(0),
@@ -243,11 +247,10 @@ def _become_candidate(channel: dict[str, int], namespaces: bool) -> None:
         if namespaces:
             _forbid_nested_user_namespaces()
             _libc.drop_capabilities()
-        _libc.prctl(PR_SET_NO_NEW_PRIVS, 1)
-        _forbid_autoreaping()
+        # No-new-privs and the syscall filter are the zygote's (_filter_syscalls), inherited.
         _write_all(RESULT_FD, READY)  # locked down: see Worker.run
         os.environ.clear()
-        _warm_up()
+        _warm_up(JOB_FD)
         payload, peer = _receive_job(JOB_FD)  # blocks until a job is sent (or the worker goes)
         if not payload:
             os._exit(0)
@@ -294,54 +297,91 @@ def _forbid_nested_user_namespaces() -> None:
     would stop. The limit is checked against every ancestor namespace, so 0 here holds for
     everything the run forks.
     """
-    for name in ("max_user_namespaces", "max_mnt_namespaces"):
-        with contextlib.suppress(OSError), open(f"/proc/sys/user/{name}", "w") as handle:
-            handle.write("0")
+    for name in (b"max_user_namespaces", b"max_mnt_namespaces"):
+        with contextlib.suppress(OSError):
+            _write_file(b"/proc/sys/user/" + name, b"0")
 
 
-# rt_sigaction's number and the audit arch of machines where it is the only way to change a
-# signal's disposition (no legacy sigaction/signal syscall in the native table).
-_RT_SIGACTION = {"x86_64": (13, 0xC000003E), "amd64": (13, 0xC000003E),
-                 "aarch64": (134, 0xC00000B7), "arm64": (134, 0xC00000B7),
-                 "riscv64": (134, 0xC00000F3)}
+# Per machine: the audit arch, rt_sigaction's number (the only way to change a signal's
+# disposition: no legacy sigaction/signal syscall in these native tables), and the syscalls no
+# run may make at all (see _filter_syscalls). aarch64 and riscv64 share the generic table.
+_GENERIC = (134, {"sendfile": 71, "vmsplice": 75, "splice": 76, "tee": 77, "userfaultfd": 282,
+                  "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427})
+_SYSCALLS = {
+    "x86_64": (0xC000003E, 13, {"sendfile": 40, "splice": 275, "tee": 276, "vmsplice": 278,
+                                "userfaultfd": 323, "io_uring_setup": 425, "io_uring_enter": 426,
+                                "io_uring_register": 427}),
+    "aarch64": (0xC00000B7, *_GENERIC),
+    "riscv64": (0xC00000F3, *_GENERIC),
+}
+_SYSCALLS["amd64"], _SYSCALLS["arm64"] = _SYSCALLS["x86_64"], _SYSCALLS["aarch64"]
 _X32_BIT = 0x40000000  # x86_64's x32 syscalls: another table, refused outright
 _LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
 _SECCOMP_ALLOW, _SECCOMP_EPERM = 0x7FFF0000, 0x00050000 | 1
 
 
-def _forbid_autoreaping() -> None:
-    """Let no process of this run change what ``SIGCHLD`` does (a seccomp filter, inherited).
+def _seccomp_program(arch: int, rt_sigaction: int, refused: list[int]) -> list[tuple[int, int, int, int]]:
+    """The classic-BPF program of :func:`_filter_syscalls` (``(code, jt, jf, k)`` per step).
 
-    A child whose parent ignores ``SIGCHLD`` (``SIG_IGN`` or ``SA_NOCLDWAIT``) is reaped by
-    the kernel the moment it exits, and its CPU time is added to nobody's: it vanishes from
-    everything ``/proc`` shows, so a run could compute in many short-lived children and never
-    be charged for it (:meth:`Worker._cpu_used`). The disposition starts as the default here
-    and every ``rt_sigaction`` that would set one for ``SIGCHLD`` fails with ``EPERM``, as does
-    any syscall through another ABI (i386, x32) that has its own ``sigaction``. Machines
-    without a table entry above (or a kernel without seccomp filters) get no filter.
+    Jumps count the steps they skip; the last two steps are "allow" and "refuse (EPERM)".
     """
-    entry = _RT_SIGACTION.get(platform.machine())
+    n = 4 + len(refused) + 7  # steps before the two returns
+    allow, deny = n, n + 1
+
+    def to(target: int, at: int) -> int:
+        return target - at - 1
+
+    program = [(_LD_W_ABS, 0, 0, 4),                                  # arch
+               (_JEQ_K, 0, to(deny, 1), arch),                        # a foreign ABI: refused
+               (_LD_W_ABS, 0, 0, 0),                                  # syscall number
+               (_JGE_K, to(deny, 3), 0, _X32_BIT)]                    # x32: refused
+    for number in refused:
+        program.append((_JEQ_K, to(deny, len(program)), 0, number))
+    at = len(program)
+    program += [(_JEQ_K, 0, to(allow, at), rt_sigaction),            # not rt_sigaction: allowed
+                (_LD_W_ABS, 0, 0, 16),                                # signal (low word of arg 0)
+                (_JEQ_K, 0, to(allow, at + 2), int(signal.SIGCHLD)),  # another signal: allowed
+                (_LD_W_ABS, 0, 0, 24),                                # new action (arg 1), low word
+                (_JEQ_K, 0, to(deny, at + 4), 0),                     # one is given: refused
+                (_LD_W_ABS, 0, 0, 28),                                # its high word
+                (_JEQ_K, to(allow, at + 6), to(deny, at + 6), 0),     # NULL is only a query
+                (_RET_K, 0, 0, _SECCOMP_ALLOW),
+                (_RET_K, 0, 0, _SECCOMP_EPERM)]
+    assert len(program) == deny + 1
+    return program
+
+
+def _filter_syscalls() -> None:
+    """Refuse, for this process and everything it ever forks, the syscalls no run may make.
+
+    Installed once in the zygote (with no-new-privs, which it needs), so every run, candidate
+    and judge alike, inherits it from its first instruction. Refused (``EPERM``):
+
+    - changing what ``SIGCHLD`` does. A child whose parent ignores ``SIGCHLD`` (``SIG_IGN`` or
+      ``SA_NOCLDWAIT``) is reaped by the kernel the moment it exits, and its CPU time is added
+      to nobody's: it vanishes from everything ``/proc`` shows, so a run could compute in many
+      short-lived children and never be charged for it (:meth:`Worker._cpu_used`). The
+      disposition is the default here and every ``rt_sigaction`` that would set one for
+      ``SIGCHLD`` fails; querying it still works;
+    - ``splice``, ``tee``, ``vmsplice``, ``sendfile`` and ``io_uring``: each can make the
+      kernel hold a pipe's lock while it waits on something else (a socket with no data, an
+      io_uring worker), and every read of that pipe, ``O_NONBLOCK`` or not, then sleeps on the
+      lock in state D. Aimed at the run's stdout, stderr or result pipe, that would stop the
+      worker itself mid-read, past every deadline it keeps. ``shutil`` and ``socket.sendfile``
+      fall back to plain reads and writes when ``sendfile`` is refused;
+    - ``userfaultfd``, whose faults can stall a kernel copy from user memory (a ``write`` to
+      such a pipe) for as long as the run likes;
+    - any syscall through another ABI (i386, x32), which has its own table and numbers.
+
+    Machines without a table entry above (or a kernel without seccomp filters) get no filter.
+    """
+    entry = _SYSCALLS.get(platform.machine())
     if entry is None:
         return
-    number, arch = entry
+    arch, rt_sigaction, refused = entry
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    allow, deny = 11, 12
-    program = [
-        (_LD_W_ABS, 0, 0, 4),                            # 0: arch
-        (_JEQ_K, 0, deny - 2, arch),                     # 1: a foreign ABI: refused
-        (_LD_W_ABS, 0, 0, 0),                            # 2: syscall number
-        (_JGE_K, deny - 4, 0, _X32_BIT),                 # 3: x32: refused
-        (_JEQ_K, 0, allow - 5, number),                  # 4: not rt_sigaction: allowed
-        (_LD_W_ABS, 0, 0, 16),                           # 5: signal number (low word of arg 0)
-        (_JEQ_K, 0, allow - 7, int(signal.SIGCHLD)),     # 6: another signal: allowed
-        (_LD_W_ABS, 0, 0, 24),                           # 7: the new action (arg 1), low word
-        (_JEQ_K, 0, deny - 9, 0),                        # 8: one is given: refused
-        (_LD_W_ABS, 0, 0, 28),                           # 9: its high word
-        (_JEQ_K, allow - 11, deny - 11, 0),              # 10: NULL is only a query: allowed
-        (_RET_K, 0, 0, _SECCOMP_ALLOW),                  # 11
-        (_RET_K, 0, 0, _SECCOMP_EPERM),                  # 12
-    ]
-    _libc.seccomp_filter(program)
+    _libc.prctl(PR_SET_NO_NEW_PRIVS, 1)
+    _libc.seccomp_filter(_seccomp_program(arch, rt_sigaction, sorted(refused.values())))
 
 
 _WARM_UP_JOB = json.dumps({
@@ -352,7 +392,7 @@ _WARM_UP_JOB = json.dumps({
 })
 
 
-def _warm_up() -> None:
+def _warm_up(job_fd: int) -> None:
     """Run a dummy job into /dev/null while the prepared process waits for its real one.
 
     A fresh fork pays a copy-on-write fault for every page the interpreter writes; taking
@@ -360,7 +400,14 @@ def _warm_up() -> None:
     does (a socket carrying a descriptor, read to its end, decoded, its limits applied) and
     runs through the runner (compile, exec, the wire encoder). It is ours and fixed, so nothing
     of any submission is involved.
+
+    The warm-up only pays while nothing waits for this process: it costs more CPU than it
+    saves the job (it touches pages the job never will), so when the real job is already on
+    ``job_fd`` (runs come faster than they are prepared) it is skipped, or cut short between
+    its steps, and the job goes first.
     """
+    if _job_waiting(job_fd):
+        return
     sink = os.open(os.devnull, os.O_WRONLY)
     try:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -373,7 +420,8 @@ def _warm_up() -> None:
             os.close(peer)
         job = json.loads(payload)
         _runner.apply_limits(dict(job.get("limits", {})))
-        _runner.run_job(job, sink)
+        if not _job_waiting(job_fd):
+            _runner.run_job(job, sink)
     except BaseException:
         pass
     finally:
@@ -381,35 +429,55 @@ def _warm_up() -> None:
     gc.freeze()  # what the warm-up left is never the candidate's collector's work (or faults)
 
 
+def _job_waiting(fd: int) -> bool:
+    """Has the worker sent this prepared process its job yet? (Never blocks.)"""
+    try:
+        return bool(select.select([fd], [], [], 0)[0])
+    except (OSError, ValueError):
+        return False
+
+
 def _enter_namespaces(uid: int, gid: int) -> None:
     """In a child just cloned into new namespaces: map our own ids (the only mapping allowed).
 
     A non-dumpable process's ``/proc/self`` files belong to root, so unless the host user is
-    root the maps can only be written while dumpable. During that moment another run's
-    candidate (same uid) could open this process's memory; the worker therefore never lets a
-    candidate run while a prepared process has not yet reported NODUMP, written as soon as the
-    moment is over (``Worker._confirm_all``).
+    root the maps can only be written while dumpable (``_needs_dumpable``, known from
+    :func:`_probe_namespaces`, so no run tries in vain first). During that moment another
+    run's candidate (same uid) could open this process's memory; the worker therefore never
+    lets a candidate run while a prepared process has not yet reported NODUMP, written as soon
+    as the moment is over (``Worker._confirm_all``).
     """
     global _oom_fd
-    try:
-        _write_id_maps(uid, gid)
-    except PermissionError:
-        _libc.prctl(PR_SET_DUMPABLE, 1)
+    if not _needs_dumpable:
         try:
             _write_id_maps(uid, gid)
-            # Only openable now (a non-dumpable process's /proc files are root's); written when
-            # the job starts, see _prefer_as_oom_victim.
-            with contextlib.suppress(OSError):
-                _oom_fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY | os.O_CLOEXEC)
-        finally:
-            _libc.prctl(PR_SET_DUMPABLE, 0)
+            return
+        except PermissionError:
+            pass
+    _libc.prctl(PR_SET_DUMPABLE, 1)
+    try:
+        _write_id_maps(uid, gid)
+        # Only openable now (a non-dumpable process's /proc files are root's); written when
+        # the job starts, see _prefer_as_oom_victim.
+        with contextlib.suppress(OSError):
+            _oom_fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY | os.O_CLOEXEC)
+    finally:
+        _libc.prctl(PR_SET_DUMPABLE, 0)
 
 
 def _write_id_maps(uid: int, gid: int) -> None:
-    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
-                       ("gid_map", f"{gid} {gid} 1")):
-        with open(f"/proc/self/{name}", "w") as handle:
-            handle.write(text)
+    for name, text in ((b"setgroups", b"deny"), (b"uid_map", b"%d %d 1" % (uid, uid)),
+                       (b"gid_map", b"%d %d 1" % (gid, gid))):
+        _write_file(b"/proc/self/" + name, text)
+
+
+def _write_file(path: bytes, data: bytes) -> None:
+    """Write a small kernel file with bare system calls (no file object: fewer pages touched)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
 
 
 # --------------------------------------------------------------------------- hermetic runs
@@ -431,21 +499,7 @@ def _make_hermetic(disk: int) -> None:
     run's own pid namespace; device nodes stay writable (``/dev/null`` must stay usable).
     """
     _libc.mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing propagates back to the worker
-    with open("/proc/self/mountinfo", "rb") as handle:
-        table = handle.read().decode("utf-8", "surrogateescape").splitlines()
-    for line in table:
-        fields = line.split()
-        if len(fields) < 6:
-            continue
-        point = _unescape(fields[4])
-        options = fields[5].split(",")
-        if "ro" in options or point == "/proc" or point.startswith("/proc/"):
-            continue
-        if not os.path.isdir(point) or os.path.islink(point):
-            continue  # a device node bound under /dev
-        flags = MS_REMOUNT | MS_BIND | MS_RDONLY
-        for option in options:
-            flags |= _MOUNT_OPTIONS.get(option, 0)  # keep what is there (locked flags must stay)
+    for point, flags in _writable_mounts():
         _libc.mount(None, point, None, flags)
     inodes = max(1024, disk // 4096)
     _libc.mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
@@ -459,6 +513,39 @@ def _make_hermetic(disk: int) -> None:
     # moment, see _enter_namespaces, is out of reach). Its kernel knobs need capabilities
     # the run does not have in any namespace that owns them.
     _libc.mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
+
+_remounts: list[tuple[str, int]] | None = None
+
+
+def _writable_mounts() -> list[tuple[str, int]]:
+    """Each writable mount of this mount namespace, with the flags that remount it read-only.
+
+    Read from ``/proc/self/mountinfo`` once, by the worker before it forks the zygote, and
+    inherited by every run: a run's mount namespace starts as a copy of the worker's, which
+    never changes (nothing in it may mount), so the list holds for all of them.
+    """
+    global _remounts
+    if _remounts is None:
+        with open("/proc/self/mountinfo", "rb") as handle:
+            table = handle.read().decode("utf-8", "surrogateescape").splitlines()
+        found = []
+        for line in table:
+            fields = line.split()
+            if len(fields) < 6:
+                continue
+            point = _unescape(fields[4])
+            options = fields[5].split(",")
+            if "ro" in options or point == "/proc" or point.startswith("/proc/"):
+                continue
+            if not os.path.isdir(point) or os.path.islink(point):
+                continue  # a device node bound under /dev
+            flags = MS_REMOUNT | MS_BIND | MS_RDONLY
+            for option in options:
+                flags |= _MOUNT_OPTIONS.get(option, 0)  # keep what is there (locked flags stay)
+            found.append((point, flags))
+        _remounts = found
+    return _remounts
 
 
 def _unescape(text: str) -> str:
@@ -477,6 +564,7 @@ def _unescape(text: str) -> str:
 
 
 _oom_fd: int | None = None  # this run's /proc/self/oom_score_adj, opened in _enter_namespaces
+_needs_dumpable = False  # id maps need a dumpable moment here: set by main() before the zygote
 
 
 def _prefer_as_oom_victim() -> None:
@@ -487,8 +575,8 @@ def _prefer_as_oom_victim() -> None:
             os.write(OOM_FD, b"1000")
         _close(OOM_FD)
         return
-    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as handle:
-        handle.write("1000")
+    with contextlib.suppress(OSError):
+        _write_file(b"/proc/self/oom_score_adj", b"1000")
 
 
 def _read_to_end(fd: int) -> bytes:
@@ -539,12 +627,10 @@ def _zygote(sock: socket.socket, namespaces: bool, hermetic: bool) -> None:
     -1 on failure, the other pipe ends passed with ``SCM_RIGHTS``; its int is the run's disk
     allowance in KiB when runs are hermetic); ``W`` wait for a run's
     process and reply its status; ``Q`` the same without blocking (``R`` if still running,
-    the status kept for a later ``W``). ``D`` (no reply) means the worker will not ask about
-    that run again: reap it whenever it ends and forget it.
+    the status kept for a later ``W``).
     """
     uid, gid = os.getuid(), os.getgid()
     reaped: dict[int, int] = {}
-    forget: set[int] = set()
 
     def code(status: int) -> int:
         return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
@@ -557,10 +643,7 @@ def _zygote(sock: socket.socket, namespaces: bool, hermetic: bool) -> None:
                 break
             if pid == 0:
                 break
-            if pid in forget:
-                forget.discard(pid)
-            else:
-                reaped[pid] = code(status)
+            reaped[pid] = code(status)
         data = _recv_exact(sock, _COMMAND.size)
         if data is None:
             os._exit(0)
@@ -595,9 +678,6 @@ def _zygote(sock: socket.socket, namespaces: bool, hermetic: bool) -> None:
             _close(job_r, res_w, out_w, err_w)
             socket.send_fds(sock, [_COMMAND.pack(b"P", child)], [job_w, res_r, out_r, err_r])
             _close(job_w, res_r, out_r, err_r)
-        elif op == b"D":
-            if reaped.pop(pid, None) is None:
-                forget.add(pid)
         elif op in (b"W", b"Q"):
             if pid not in reaped and op == b"W":
                 try:
@@ -795,12 +875,17 @@ class Worker:
     def after_run(self) -> None:
         """Between runs, off the caller's clock: reap, wipe the work area, prepare more runs.
 
-        Hermetic runs leave nothing to wipe (their files die with their mount namespace); at
-        the fallback level the shared work directory is emptied, and a wipe that fails marks
-        this worker unhealthy instead of raising (see :meth:`health`).
+        The run just answered (and any prepared run dropped) was killed but may still be in
+        the kernel's teardown, its memory still charged to this worker's cgroup: the idle
+        report waits until the zygote has reaped it (at the strict level ``G`` is its pid
+        namespace's init, reaped only once every process of the run is gone), so the next run
+        never starts beside what is left of this one. Hermetic runs leave nothing to wipe
+        (their files die with their mount namespace); at the fallback level the shared work
+        directory is emptied, and a wipe that fails marks this worker unhealthy instead of
+        raising (see :meth:`health`).
         """
-        while self.unreaped:  # the zygote reaps these whenever they end
-            self.zygote.sendall(_COMMAND.pack(b"D", self.unreaped.pop()))
+        while self.unreaped:
+            self._ask(b"W", self.unreaped.pop())
         if not self.hermetic:
             self.clean = _cleanup.remove_contents(self.workroot) and self.clean
         self.prepare()  # confirmed when the next job comes (run), by when they are long done
@@ -896,6 +981,33 @@ class Worker:
         exited: set[int] = set()
         ended_at: float | None = None
         check_cpu = time.monotonic() + cpu_limit / self.cpu_rate  # the earliest it could be spent
+
+        def take(fd: int) -> None:
+            """Read what ``fd`` reports (select said so): a pidfd's exit, or a pipe's bytes."""
+            if fd in pidfds:
+                sel.unregister(fd)
+                exited.add(pidfds[fd])
+                return
+            try:
+                data = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if not data:
+                sel.unregister(fd)
+                return
+            room = caps[fd] - size[fd]
+            if room > 0:
+                kept[fd].append(data[:room])
+                size[fd] += min(room, len(data))
+            dropped[fd] += max(0, len(data) - max(room, 0))
+            if fd in results:
+                if data.endswith(FINISHED):
+                    finished.add(fd)
+                else:
+                    finished.discard(fd)
+
         try:
             while True:
                 now = time.monotonic()
@@ -934,40 +1046,25 @@ class Worker:
                 limit = (ended_at + GRACE) if ended_at is not None else min(deadline, check_cpu)
                 wait = max(0.0, limit - now)
                 for key, _ in sel.select(min(wait, 0.02) if polled else wait):
-                    fd = int(key.fd)
-                    if fd in pidfds:
-                        sel.unregister(fd)
-                        exited.add(pidfds[fd])
-                        continue
-                    try:
-                        data = os.read(fd, 1 << 16)
-                    except BlockingIOError:
-                        continue
-                    except OSError:
-                        data = b""
-                    if not data:
-                        sel.unregister(fd)
-                        continue
-                    room = caps[fd] - size[fd]
-                    if room > 0:
-                        kept[fd].append(data[:room])
-                        size[fd] += min(room, len(data))
-                    dropped[fd] += max(0, len(data) - max(room, 0))
-                    if fd in results:
-                        if data.endswith(FINISHED):
-                            finished.add(fd)
-                        else:
-                            finished.discard(fd)
+                    take(int(key.fd))
                 if (ended_at is None and len(finished) == len(results)
                         and all(run.pid in exited for run in runs[1:])):
                     # G wrote its last bytes after flushing its output, and the judge (whose
-                    # frames quote candidate text, so could end like the marker) is gone: end
-                    # the run now rather than wait for it to exit. What the pipes hold is still
-                    # read as they report it, up to their ends; never by reading a pipe that
-                    # reports nothing, which a process still splicing into it could block.
+                    # frames quote candidate text, so could end like the marker) is gone: all
+                    # the run wrote before the marker is in the pipes already. End the run now,
+                    # read what the pipes report holding, and answer without waiting for their
+                    # ends (which come only once the kernel has torn the run down); never read
+                    # a pipe that reports nothing, which a process still splicing into it
+                    # could block. The teardown finishes off the caller's clock (after_run).
                     for run in runs:
                         _kill(run.pid)
-                    ended_at = time.monotonic()
+                    for _round in range(DRAIN_ROUNDS):
+                        ready = [int(key.fd) for key, _ in sel.select(0)]
+                        for fd in ready:
+                            take(fd)
+                        if not ready:
+                            break
+                    break
         finally:
             sel.close()
             _close(*pidfds)
@@ -1178,7 +1275,11 @@ def main(argv: list[str]) -> None:
         with contextlib.suppress(ImportError):
             __import__(name)
     os.makedirs(config["workroot"], mode=0o700, exist_ok=True)
+    global _needs_dumpable
     namespaces, needs_dumpable = _probe_namespaces() if config.get("namespaces") else (False, False)
+    _needs_dumpable = needs_dumpable
+    if namespaces and config.get("hermetic"):
+        _writable_mounts()  # read once, here: every run inherits the list
     not_hermetic = _probe_hermetic() if namespaces and config.get("hermetic") else ""
     if not_hermetic:
         config["hermetic"] = False
@@ -1192,6 +1293,7 @@ def main(argv: list[str]) -> None:
         # from walking (and so copying) those pages in each child.
         gc.collect()
         gc.freeze()
+        _filter_syscalls()
         _zygote(theirs, namespaces, bool(config.get("hermetic")))
     theirs.close()
     worker = Worker(config, ours, zygote_pid)
