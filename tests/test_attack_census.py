@@ -172,6 +172,8 @@ CENSUS: dict[int, list[tuple[str, str]]] = {
          "test_a_forged_finished_marker_with_the_stdout_pipe_locked_does_not_wedge_the_worker"),
         ("test_attacks_crossrun",
          "test_a_splice_holding_the_stdout_pipe_at_a_normal_end_is_torn_down_with_the_run"),
+        ("test_attacks_crossrun",
+         "test_syscalls_that_can_hold_a_pipes_lock_are_refused_to_every_process_of_a_run"),
         ("test_attacks", "ctypes_segfault"),
         ("test_attacks", "kill_the_parent_and_everything_visible"),
         ("test_attacks_judge", "kill_everything_visible_from_inside_a_proxy_call"),

@@ -851,22 +851,13 @@ def test_a_splice_holding_the_stdout_pipe_at_a_normal_end_is_torn_down_with_the_
 
 def test_a_forged_finished_marker_with_the_stdout_pipe_locked_does_not_wedge_the_worker(
         pool: SandboxPool) -> None:
-    """OPEN HOLE (fails): the same splicing child, then the candidate writes FINISHED on fd 3 and
-    sleeps. ``_collect``'s early answer sees every result pipe end with FINISHED and calls
-    ``_drain``, which reads every still-open pipe, stdout included, without waiting for it to be
-    readable; that read sleeps in state D on the pipe's lock, which the splicer holds for as long
-    as the candidate's process lives, and the worker kills nothing first. No deadline, CPU check
-    or wall cap runs again: the parent gives up only after ``wall_cap_seconds + BACKSTOP`` and
-    kills the worker, retries once on a fresh worker (wedged the same way), then raises
-    SandboxError. Measured: SandboxError after 40.2 s for a 0.5 s timeout (cap 10 s); here
-    (starved_factor=1, cap 0.8 s) ~22 s. It must instead be a plain 0 within its cap, on the
-    same worker. Before the early answer (5d4660c) the forged marker changed nothing and the
-    backstop killed the run (and with it the splicer) on time.
-
-    Fix: kill the run before draining (``_kill`` every run, then drain: the pid namespace's
-    teardown ends the splice and frees the lock), or drain only pipes ``select`` reports
-    readable; and refuse ``splice``/``tee``/``vmsplice``/``sendfile`` in the run's seccomp
-    filter so no candidate process can sit on the lock of a pipe the worker reads at all."""
+    """The same splicing child, then the candidate writes FINISHED on fd 3 and sleeps: a plain 0
+    within its cap, on the same worker. Once an open hole (the early answer read every open
+    pipe, and a read of a pipe whose lock a splice holds sleeps in state D: SandboxError after
+    ~22 s); now shut three ways: the run is killed before anything is read, pipes are read only
+    when ``select`` reports them, and the zygote's syscall filter refuses ``splice`` (and
+    ``tee``, ``vmsplice``, ``sendfile``, ``io_uring``) to every run, so no process of a run can
+    sit on such a lock at all (see the test below)."""
     limits = Limits(starved_factor=1.0)
     cap = limits.wall_cap_seconds(0.2)
     workers = pool.worker_pids
@@ -883,3 +874,74 @@ def test_a_forged_finished_marker_with_the_stdout_pipe_locked_does_not_wedge_the
     assert isinstance(outcome, RunResult), (outcome, seconds)
     assert (outcome.fraction, seconds < cap + 2.0) == (0.0, True), (outcome.failures, seconds)
     assert pool.worker_pids == workers
+
+
+# Every syscall that can make the kernel hold a pipe's lock while it waits on something else
+# (or stall a kernel copy from user memory): refused by the zygote's filter, inherited by the
+# candidate's process and everything it forks (the child tries too), with EPERM.
+LOCK_HOLDING_SYSCALLS = """
+import ctypes, os, platform, socket
+NUMBERS = {"x86_64": {"sendfile": 40, "splice": 275, "tee": 276, "vmsplice": 278,
+                      "userfaultfd": 323, "io_uring_setup": 425},
+           "aarch64": {"sendfile": 71, "splice": 76, "tee": 77, "vmsplice": 75,
+                       "userfaultfd": 282, "io_uring_setup": 425}}[platform.machine()]
+libc = ctypes.CDLL(None, use_errno=True)
+a, b = socket.socketpair()
+r, w = os.pipe()
+def attempts():
+    seen = {}
+    for name, number in sorted(NUMBERS.items()):
+        args = {"sendfile": (1, a.fileno(), 0, 1), "splice": (a.fileno(), 0, 1, 0, 1 << 16, 0),
+                "tee": (r, w, 1, 0), "vmsplice": (w, 0, 0, 0),
+                "userfaultfd": (0,), "io_uring_setup": (1, 0)}[name]
+        ctypes.set_errno(0)
+        out = libc.syscall(number, *[ctypes.c_long(x) for x in args])
+        seen[name] = ctypes.get_errno() if out == -1 else "allowed"
+    return seen
+mine = attempts()
+rd, wr = os.pipe()
+if os.fork() == 0:
+    os.write(wr, repr(attempts()).encode())
+    os._exit(0)
+os.close(wr)
+child = eval(os.read(rd, 4096).decode())
+os.wait()
+def f():
+    return (mine, child)
+"""
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64"), reason="syscall numbers")
+def test_syscalls_that_can_hold_a_pipes_lock_are_refused_to_every_process_of_a_run(
+        pool: SandboxPool) -> None:
+    """``splice`` from a socket with no data into stdout would hold the stdout pipe's lock for as
+    long as the socket stays empty, and the worker's next read of that pipe would sleep on the
+    lock (state D), past every deadline it keeps; ``tee``, ``vmsplice``, ``sendfile`` and
+    ``io_uring`` reach the same kernel paths, and ``userfaultfd`` can stall a kernel copy from
+    user memory. Each fails with EPERM in the candidate's process and in a child it forks
+    (none gets as far as blocking), and the worker answers the next run as usual."""
+    import errno
+
+    script = LOCK_HOLDING_SYSCALLS + "\nprint(f())\n"
+    result = run_tests(script, ["assert f()[0] == f()[1]"], timeout=2.0, pool=pool)
+    assert (result.fraction, result.timed_out) == (1.0, False), (result.failures, result.stdout)
+    mine = eval(result.stdout.strip())[0]  # noqa: S307 - our own repr of a dict of ints
+    assert mine == dict.fromkeys(mine, errno.EPERM) and len(mine) == 6, mine
+    honest_passes(pool)
+    assert leftover_processes(pool) == []
+
+
+def test_copying_files_still_works_where_sendfile_is_refused(pool: SandboxPool) -> None:
+    """Honest control: ``shutil.copyfile`` tries ``sendfile`` first and falls back to plain reads
+    and writes when it is refused, so a candidate that copies a file in its tmpfs still gets
+    the bytes (1 MiB, compared whole)."""
+    code = ("import os, shutil\n"
+            "def f():\n"
+            "    data = os.urandom(1 << 20)\n"
+            "    with open('/tmp/a.bin', 'wb') as handle:\n"
+            "        handle.write(data)\n"
+            "    shutil.copyfile('/tmp/a.bin', '/tmp/b.bin')\n"
+            "    with open('/tmp/b.bin', 'rb') as handle:\n"
+            "        return handle.read() == data\n")
+    result = run_tests(code, ["assert f() is True"], timeout=2.0, pool=pool)
+    assert (result.fraction, result.timed_out) == (1.0, False), result.failures
