@@ -920,12 +920,13 @@ def test_syscalls_that_can_hold_a_pipes_lock_are_refused_to_every_process_of_a_r
     ``io_uring`` reach the same kernel paths, and ``userfaultfd`` can stall a kernel copy from
     user memory. Each fails with EPERM in the candidate's process and in a child it forks
     (none gets as far as blocking), and the worker answers the next run as usual."""
+    import ast
     import errno
 
     script = LOCK_HOLDING_SYSCALLS + "\nprint(f())\n"
     result = run_tests(script, ["assert f()[0] == f()[1]"], timeout=2.0, pool=pool)
     assert (result.fraction, result.timed_out) == (1.0, False), (result.failures, result.stdout)
-    mine = eval(result.stdout.strip())[0]  # noqa: S307 - our own repr of a dict of ints
+    mine = ast.literal_eval(result.stdout.strip())[0]
     assert mine == dict.fromkeys(mine, errno.EPERM) and len(mine) == 6, mine
     honest_passes(pool)
     assert leftover_processes(pool) == []
