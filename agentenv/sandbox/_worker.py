@@ -25,12 +25,16 @@ only; loaded by path. Two long-lived processes and one per run:
   only what the parent judges itself (see :class:`_PairedRun`).
 
 Runs are prepared *before* their jobs arrive (fork, namespaces, descriptors, capabilities
-dropped, no-new-privs) and wait on their job socket; a job then only costs entering the work
-dir, taking the environment and rlimits, and :func:`_runner.run_job`. The worker reads the
-three pipes (result channel, stdout, stderr) with caps until they close, ``G`` exits or the
-deadline passes, kills whatever is left, replies, and only then asks for more runs (and, at the
-rlimits level, wipes the work area), off the caller's clock; then it sends an idle report
-(:meth:`Worker.health`) the parent reads before it hands the worker another job.
+dropped; no-new-privs and the syscall filter come from the zygote, :func:`_filter_syscalls`)
+and wait on their job socket, warming up meanwhile unless the job is already there; a job then
+only costs entering the work dir, taking the environment and rlimits, and
+:func:`_runner.run_job`. The worker reads the three pipes (result channel, stdout, stderr) with
+caps as they report data, until they close, the result pipe ends with the ``FINISHED`` marker
+(the run is then killed and answered at once), ``G`` exits or the deadline passes; it kills
+whatever is left and replies. Only then, off the caller's clock, it waits until the zygote has
+reaped the run (nothing of it stays beside the next), asks for more runs (and, at the rlimits
+level, wipes the work area), and sends an idle report (:meth:`Worker.health`) the parent reads
+before it hands the worker another job.
 
 ``W``, ``Z`` and ``G`` are non-dumpable, so candidate code (same uid) cannot read another's
 memory, environment or descriptors through ``/proc``.
