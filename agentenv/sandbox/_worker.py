@@ -94,7 +94,8 @@ def _pipe_slots() -> int:
     """The most buffer slots a pipe of this machine can have (one page each, at pipe-max-size)."""
     try:
         with open("/proc/sys/fs/pipe-max-size", "rb") as handle:
-            return max(16, int(handle.read()) // os.sysconf("SC_PAGE_SIZE"))
+            # at most 4096 (a 16 MiB pipe): a flood behind the marker is read that often at worst
+            return min(4096, max(16, int(handle.read()) // os.sysconf("SC_PAGE_SIZE")))
     except (OSError, ValueError, AttributeError):
         return 256
 
