@@ -92,7 +92,21 @@ PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 RESULT_FD = 3
 GRACE = 0.25  # seconds of draining after the run has ended
-DRAIN_ROUNDS = 16  # reads of what each pipe holds when a run ends on FINISHED (64 KiB a read)
+
+
+def _pipe_slots() -> int:
+    """The most buffer slots a pipe of this machine can have (one page each, at pipe-max-size)."""
+    try:
+        with open("/proc/sys/fs/pipe-max-size", "rb") as handle:
+            # at most 4096 (a 16 MiB pipe): a flood behind the marker is read that often at worst
+            return min(4096, max(16, int(handle.read()) // os.sysconf("SC_PAGE_SIZE")))
+    except (OSError, ValueError, AttributeError):
+        return 256
+
+
+# Reads of what each pipe holds when a run ends on FINISHED: a read returns up to 64 KiB, but in
+# packet mode (O_DIRECT on the write end) at most one slot, so as many as a pipe can have.
+DRAIN_ROUNDS = _pipe_slots()
 CPU_POLL = 0.01  # seconds between CPU checks, at the least
 RUNNABLE_STEP = 0.02  # past its backstop, a runnable run is looked at again this much later
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
