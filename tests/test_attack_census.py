@@ -75,6 +75,8 @@ CENSUS: dict[int, list[tuple[str, str]]] = {
          "test_a_loop_that_starves_itself_under_host_load_is_still_stopped_within_its_cap"),
     ],
     3: [  # a judge where no candidate code ran: forged verdicts, stolen expectations, patched helpers
+        ("test_attacks_redteam5",
+         "test_a_forged_finished_marker_never_ends_a_judged_run_before_its_judge"),
         ("test_attacks_crossrun",
          "test_a_forged_finished_marker_gains_nothing_and_leaves_nothing_for_the_next_run"),
         ("test_attacks_crossrun",
@@ -128,6 +130,8 @@ CENSUS: dict[int, list[tuple[str, str]]] = {
         ("test_attacks_redteam", "test_stdio_frames_a_program_forges_for_other_cases_only_cost_it_those_cases"),
     ],
     4: [  # a judge that survives any value: budgets, and every fault is a failed check
+        ("test_attacks_redteam5",
+         "test_an_honest_value_whose_frame_ends_like_the_finished_marker_keeps_its_later_checks"),
         ("test_attacks", "output_flood"),
         ("test_attacks", "result_channel_flood"),
         ("test_attacks", "hostile_exception_messages"),
@@ -174,6 +178,10 @@ CENSUS: dict[int, list[tuple[str, str]]] = {
          "test_a_splice_holding_the_stdout_pipe_at_a_normal_end_is_torn_down_with_the_run"),
         ("test_attacks_crossrun",
          "test_syscalls_that_can_hold_a_pipes_lock_are_refused_to_every_process_of_a_run"),
+        ("test_attacks_redteam5",
+         "test_a_child_flooding_the_pipes_past_the_end_neither_wedges_nor_delays_the_worker"),
+        ("test_attacks_redteam5",
+         "test_a_run_that_is_slow_to_tear_down_only_delays_the_next_run_on_its_worker"),
         ("test_attacks", "ctypes_segfault"),
         ("test_attacks", "kill_the_parent_and_everything_visible"),
         ("test_attacks_judge", "kill_everything_visible_from_inside_a_proxy_call"),

@@ -789,8 +789,8 @@ def test_a_loop_that_starves_itself_under_host_load_is_still_stopped_within_its_
 
 def test_the_worker_answers_once_every_result_pipe_ends_with_finished(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """``_collect`` on a process that wrote STARTED and FINISHED and then lingers holding its
-    pipes (as G does for a moment while the kernel tears it down): the answer comes at once,
+    """``_collect`` on a process that wrote STARTED, a done frame and FINISHED and then lingers
+    holding its pipes (as G does for a moment while the kernel tears it down): the answer comes at once,
     not at the deadline, and is not a timeout."""
     from agentenv.sandbox import _worker
 
@@ -799,7 +799,8 @@ def test_the_worker_answers_once_every_result_pipe_ends_with_finished(
     err_r, err_w = os.pipe()
     child = subprocess.Popen(
         [sys.executable, "-c", "import os, sys, time\n"
-         "os.write(int(sys.argv[1]), b'+started\\n+finished\\n')\ntime.sleep(10)\n", str(res_w)],
+         "os.write(int(sys.argv[1]), bytes.fromhex(sys.argv[2]))\ntime.sleep(10)\n", str(res_w),
+         (_worker.STARTED + _worker.ENDED).hex()],
         pass_fds=(res_w,), stdout=out_w, stderr=err_w, start_new_session=True)
     _worker._close(res_w, out_w, err_w)
     run = _worker._Prepared(child.pid, [-1, res_r, out_r, err_r])

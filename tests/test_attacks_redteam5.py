@@ -212,7 +212,7 @@ def test_output_in_a_packet_mode_pipe_written_before_a_normal_end_all_comes_back
     for _ in range(3):
         result = run_tests(PACKETS, CHECK, timeout=2.0, pool=pool, limits=limits)
         assert result.fraction == 1.0, result.failures
-        assert result.stdout == "".join("%04d\n" % i for i in range(200)), len(result.stdout) // 5
+        assert result.stdout == "".join(f"{i:04d}\n" for i in range(200)), len(result.stdout) // 5
 
 
 # --------------------------------------------------------------------------- the marker in a frame
@@ -229,19 +229,14 @@ def g():
 
 def test_an_honest_value_whose_frame_ends_like_the_finished_marker_keeps_its_later_checks(
         pool: SandboxPool) -> None:
-    """OPEN (fails; older than this change: the early answer of 5d4660c): a frame on the
-    result channel is ``<nonce> <len>\\n<msgpack>\\n``, so a call that returns the string
-    ``"+finished"`` (msgpack: a header byte, then the raw text) writes a frame whose last bytes
-    are exactly FINISHED. When the worker's read ends there (here: the next check sleeps first),
-    ``_collect`` takes it for the run's end and kills G before the later checks run. An honest
-    solution passing both checks scores 0.5 (check 1: ``no_result``, "the candidate's process
-    ended before reporting this check"), answered in 0.02 s. Only the candidate's own run is cut
-    (its later checks fail, never pass), so nothing is gained by forging; but an honest value
-    can end a run. A read can also end mid-frame (writes past PIPE_BUF are not atomic), so any
-    fixed marker matched against the end of a read can be quoted: the end must be recognised at
-    a frame boundary (the worker would have to follow the frame lengths), or the runner must
-    never let a frame's bytes end like the marker (e.g. close each frame with a byte the marker
-    does not end with, and check the marker only where a frame ends)."""
+    """A frame on the result channel is ``<nonce> <len>\\n<msgpack>\\n``, so a call that
+    returns the string ``"+finished"`` writes a frame whose last bytes are exactly FINISHED.
+    When the worker's read ended there (here: the next check sleeps first), ``_collect`` took
+    it for the run's end and killed G before the later checks ran: an honest solution passing
+    both checks scored 0.5 (check 1: ``no_result``), answered in 0.02 s (older than the change
+    red team 5 reviewed: the early answer of 5d4660c). Now the run ends early only on
+    ``ENDED``, the job's done frame followed by the marker, followed across reads: both checks
+    pass."""
     checks = ["assert f() == '+finished'", "assert g() == 2"]
     result = run_tests(ENDS_LIKE_THE_MARKER, checks, timeout=2.0, pool=pool)
     assert (result.fraction, result.timed_out) == (1.0, False), result.failures

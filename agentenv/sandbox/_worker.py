@@ -29,8 +29,8 @@ dropped; no-new-privs and the syscall filter come from the zygote, :func:`_filte
 and wait on their job socket, warming up meanwhile unless the job is already there; a job then
 only costs entering the work dir, taking the environment and rlimits, and
 :func:`_runner.run_job`. The worker reads the three pipes (result channel, stdout, stderr) with
-caps as they report data, until they close, the result pipe ends with the ``FINISHED`` marker
-(the run is then killed and answered at once), ``G`` exits or the deadline passes; it kills
+caps as they report data, until they close, the result pipe ends with its done frame and the
+``FINISHED`` marker (the run is then killed and answered at once), ``G`` exits or the deadline passes; it kills
 whatever is left and replies. Only then, off the caller's clock, it waits until the zygote has
 reaped the run (nothing of it stays beside the next), asks for more runs (and, at the rlimits
 level, wipes the work area), and sends an idle report (:meth:`Worker.health`) the parent reads
@@ -66,6 +66,7 @@ import _cleanup  # noqa: E402
 import _framing  # noqa: E402
 import _judge  # noqa: E402
 import _runner  # noqa: E402
+import _schema  # noqa: E402
 import _wire  # noqa: E402
 
 # Imported once in the zygote, so runs get them for free. Kept to what solutions commonly use:
@@ -239,6 +240,11 @@ NODUMP = b"+nodump\n"  # its first bytes: its id maps are written and it is no l
 READY = b"+ready\n"  # its next bytes: it is locked down
 STARTED = b"+started\n"  # G's first bytes on the result channel, written before any candidate code
 FINISHED = b"+finished\n"  # a run's last bytes when its job returned (only used to skip waits)
+# What a result pipe ends with once its job returned: the job's last frame (``done``: its body
+# closed by a newline, after the header line's) and the marker. A frame's own bytes can end like
+# the marker (a value that is the string "+finished"), never like this: a done frame's body is
+# a whole msgpack map, which no value of an earlier frame ends with by chance.
+ENDED = b"\n" + _wire.pack_message({_schema.TYPE: _schema.DONE}) + b"\n" + FINISHED
 
 
 def _become_candidate(channel: dict[str, int], namespaces: bool) -> None:
@@ -964,8 +970,8 @@ class Worker:
                  deadline: float, since: int, cap: float | None = None,
                  waited: float = 0.0) -> dict[str, Any]:
         """Read the runs' pipes until they close, every run ends, or a limit; then kill them.
-        A run is ended at once when every result pipe ends with ``FINISHED`` and the judge (if
-        any) has exited, without waiting for ``G`` to exit by itself.
+        A run is ended at once when every result pipe ends with ``ENDED`` (its done frame, then
+        ``FINISHED``) and the judge (if any) has exited, without waiting for ``G`` to exit.
 
         ``runs`` is ``G`` alone, or ``G`` and its judge ``J``; the run ends when all have exited.
         The time limit is ``cpu_limit`` seconds of CPU used by the run's processes, checked as
@@ -994,7 +1000,8 @@ class Worker:
                 sel.register(pidfd, selectors.EVENT_READ)
         polled = [run.pid for run in runs if run.pid not in pidfds.values()]
         results = {run.res_r for run in runs}
-        finished: set[int] = set()  # result pipes whose last bytes so far are FINISHED
+        finished: set[int] = set()  # result pipes whose last bytes so far are ENDED
+        tails = dict.fromkeys(results, b"")
         timed_out = False
         exited: set[int] = set()
         ended_at: float | None = None
@@ -1020,8 +1027,9 @@ class Worker:
                 kept[fd].append(data[:room])
                 size[fd] += min(room, len(data))
             dropped[fd] += max(0, len(data) - max(room, 0))
-            if fd in results:
-                if data.endswith(FINISHED):
+            if fd in results:  # its last bytes so far, across reads
+                tails[fd] = (tails[fd] + data)[-len(ENDED):]
+                if tails[fd] == ENDED:
                     finished.add(fd)
                 else:
                     finished.discard(fd)
@@ -1091,7 +1099,7 @@ class Worker:
         for run in runs:
             _kill(run.pid)  # whatever is left of the run dies now
             result = b"".join(kept[run.res_r])
-            if not timed_out and result.endswith(FINISHED):
+            if not timed_out and result.endswith(ENDED):
                 # A normal end: no need to wait for the teardown; reaped between runs.
                 self.unreaped.append(run.pid)
                 statuses.append(0)
