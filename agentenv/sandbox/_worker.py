@@ -408,11 +408,29 @@ def _filter_syscalls() -> None:
     _libc.seccomp_filter(_seccomp_program(arch, rt_sigaction, sorted(refused.values())))
 
 
+# The warm-up's job: the kinds of code a task's solution and checks commonly hold (annotations,
+# loops, branches, comprehensions, float and str literals, keyword arguments), so the pages the
+# compiler and the evaluator write for them are copied before a real job comes.
 _WARM_UP_JOB = json.dumps({
-    "nonce": "0" * 32, "code": "from typing import List\n\ndef f(xs: List[int]) -> int:\n    return sum(xs)\n",
+    "nonce": "0" * 32,
+    "code": ("from typing import List, Optional, Tuple\n\n"
+             "def f(xs: List[float], k: Optional[str] = None) -> Tuple[int, str]:\n"
+             "    \"\"\"Sum, count and join.\"\"\"\n"
+             "    total = 0\n"
+             "    for i, x in enumerate(xs):\n"
+             "        if x > 0.5 and i % 2 == 0:\n"
+             "            total += int(x * 2)\n"
+             "        elif x < -1.0:\n"
+             "            total -= 1\n"
+             "    words = [str(x) for x in xs if x != 0]\n"
+             "    seen = {w: len(w) for w in words}\n"
+             "    while total > 100:\n"
+             "        total //= 2\n"
+             "    return total, (k or '').join(sorted(seen))\n"),
     "setup": "", "limits": {}, "env": {}, "workdir": "/",
-    "items": [{"i": 0, "k": "calls", "calls": ["f([1, 2])", "f([])"]},
-              {"i": 1, "k": "calls", "calls": ["f([3])"]}],
+    "items": [{"i": 0, "k": "calls", "calls": ["f([1.0, 2.5, -3.9, 4.0], 'ab')", "f([])"]},
+              {"i": 1, "k": "calls", "calls": ["f([3, 0.25, 1e3], k=None)"]},
+              {"i": 2, "k": "calls", "calls": ["f(['x'])"]}],
 })
 
 
