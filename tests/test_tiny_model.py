@@ -26,7 +26,12 @@ def test_tiny_model_loads_offline_and_renders_tools_and_tool_calls(tiny_chat_mod
 
 
 def test_tiny_model_samples_both_right_and_wrong_code(tiny_chat_model: str) -> None:
-    """Sampled at temperature 1, its answers to `add` earn both full and partial/zero reward."""
+    """Sampled at temperature 1, its answers to `add` earn both full and partial or zero reward.
+
+    The model is trained anew on each machine, and float math differs between CPUs: one
+    machine's model erred in about 40% of its answers, another's in about 5% (3 of 64), where
+    16 samples were all right almost half the time. 256 samples (four seeded batches of 64) see
+    a wrong answer unless the model errs in under about 2% of them."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -35,11 +40,14 @@ def test_tiny_model_samples_both_right_and_wrong_code(tiny_chat_model: str) -> N
     row = to_records(default_tasks())[0]
     inputs = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True,
                                            return_tensors="pt", return_dict=True)
-    torch.manual_seed(0)
-    out = model.generate(**inputs, do_sample=True, max_new_tokens=48, num_return_sequences=16,
-                         pad_token_id=tokenizer.pad_token_id)
-    texts = tokenizer.batch_decode(out[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
-    rewards = code_reward(prompts=[row["prompt"]] * 16, completions=texts,
-                          **{k: [row[k]] * 16 for k in row if k != "prompt"})
+    rewards: list[float] = []
+    for seed in range(4):
+        torch.manual_seed(seed)
+        out = model.generate(**inputs, do_sample=True, max_new_tokens=48, num_return_sequences=64,
+                             pad_token_id=tokenizer.pad_token_id)
+        texts = tokenizer.batch_decode(out[:, inputs["input_ids"].shape[1]:],
+                                       skip_special_tokens=True)
+        rewards += code_reward(prompts=[row["prompt"]] * 64, completions=texts,
+                               **{k: [row[k]] * 64 for k in row if k != "prompt"})
     assert max(rewards) == pytest.approx(1.0)
-    assert min(rewards) < 1.0
+    assert min(rewards) < 1.0, f"all {len(rewards)} samples were right"
