@@ -132,6 +132,8 @@ CENSUS: dict[int, list[tuple[str, str]]] = {
     4: [  # a judge that survives any value: budgets, and every fault is a failed check
         ("test_attacks_redteam5",
          "test_an_honest_value_whose_frame_ends_like_the_finished_marker_keeps_its_later_checks"),
+        ("test_attacks_redteam5",
+         "test_an_honest_value_whose_frame_ends_like_a_done_frame_keeps_its_later_checks"),
         ("test_attacks", "output_flood"),
         ("test_attacks", "result_channel_flood"),
         ("test_attacks", "hostile_exception_messages"),

@@ -800,7 +800,7 @@ def test_the_worker_answers_once_every_result_pipe_ends_with_finished(
     child = subprocess.Popen(
         [sys.executable, "-c", "import os, sys, time\n"
          "os.write(int(sys.argv[1]), bytes.fromhex(sys.argv[2]))\ntime.sleep(10)\n", str(res_w),
-         (_worker.STARTED + _worker.ENDED).hex()],
+         (_worker.STARTED + (_worker._ended("0" * 32) or b"")).hex()],
         pass_fds=(res_w,), stdout=out_w, stderr=err_w, start_new_session=True)
     _worker._close(res_w, out_w, err_w)
     run = _worker._Prepared(child.pid, [-1, res_r, out_r, err_r])
@@ -810,7 +810,7 @@ def test_the_worker_answers_once_every_result_pipe_ends_with_finished(
     try:
         start = time.monotonic()
         outcome = worker._collect([run], {res_r: 1 << 20, out_r: 1 << 16, err_r: 1 << 16}, 5.0,
-                                  start + 3.0, 0)
+                                  start + 3.0, 0, ends={res_r: _worker._ended("0" * 32)})
         seconds = time.monotonic() - start
     finally:
         child.kill()

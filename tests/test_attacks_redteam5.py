@@ -240,3 +240,26 @@ def test_an_honest_value_whose_frame_ends_like_the_finished_marker_keeps_its_lat
     checks = ["assert f() == '+finished'", "assert g() == 2"]
     result = run_tests(ENDS_LIKE_THE_MARKER, checks, timeout=2.0, pool=pool)
     assert (result.fraction, result.timed_out) == (1.0, False), result.failures
+
+
+# Values whose raw bytes on the wire end like a done frame's body and the marker (found by a
+# second review): a mixed list of small ints spelling it, a typed int array (16 or more ints
+# travel as raw machine words), plain bytes.
+ENDS_LIKE_A_DONE_FRAME = {
+    "mixed_list": '[10, {"t": "done"}, 10, 43, 102, 105, 110, 105, 115, 104, 101, 100]',
+    "int_array": "[0] * 16 + [-1585378816, 1868866676, 722101614, 1768843622, 1684367475]",
+    "bytes": "b'payload\\n\\x81\\xa1t\\xa4done\\n+finished'",
+}
+
+
+@pytest.mark.parametrize("value", sorted(ENDS_LIKE_A_DONE_FRAME))
+def test_an_honest_value_whose_frame_ends_like_a_done_frame_keeps_its_later_checks(
+        pool: SandboxPool, value: str) -> None:
+    """A call whose value's raw bytes end like the done frame's body and the marker: when the
+    early answer matched that (``ENDED`` without the run), the run was cut before the next
+    check (0.5, ``no_result``, in 0.002-0.009 s). The end a worker waits for now includes the
+    done frame's header line with the run's 128-bit nonce: both checks pass."""
+    code = f"import time\ndef f():\n    return {ENDS_LIKE_A_DONE_FRAME[value]}\n" \
+           "def g():\n    time.sleep(0.3)\n    return 2\n"
+    result = run_tests(code, ["assert f() == f()", "assert g() == 2"], timeout=2.0, pool=pool)
+    assert (result.fraction, result.timed_out) == (1.0, False), (value, result.failures)

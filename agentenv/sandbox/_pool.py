@@ -287,7 +287,11 @@ class _WorkerHandle:
                              "wall_cap": cap,
                              "max_output": limits.max_output, "judge": judge is not None,
                              "disk": limits.disk,
-                             "max_result": limits.max_result_bytes}).encode("utf-8")
+                             "max_result": limits.max_result_bytes,
+                             # so the worker knows each result pipe's true end (see _worker._ended)
+                             "nonce": job.get("nonce"),
+                             "judge_nonce": judge.get("nonce") if judge is not None else None,
+                             }).encode("utf-8")
         if self.cgroup is not None:
             try:
                 self.cgroup.reclaim()  # first: what it frees is not the next run's allowance

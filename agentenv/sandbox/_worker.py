@@ -240,11 +240,21 @@ NODUMP = b"+nodump\n"  # its first bytes: its id maps are written and it is no l
 READY = b"+ready\n"  # its next bytes: it is locked down
 STARTED = b"+started\n"  # G's first bytes on the result channel, written before any candidate code
 FINISHED = b"+finished\n"  # a run's last bytes when its job returned (only used to skip waits)
-# What a result pipe ends with once its job returned: the job's last frame (``done``: its body
-# closed by a newline, after the header line's) and the marker. A frame's own bytes can end like
-# the marker (a value that is the string "+finished"), never like this: a done frame's body is
-# a whole msgpack map, which no value of an earlier frame ends with by chance.
-ENDED = b"\n" + _wire.pack_message({_schema.TYPE: _schema.DONE}) + b"\n" + FINISHED
+
+
+def _ended(nonce: object) -> bytes | None:
+    """What a result pipe ends with once its job returned: the job's last frame (``done``), its
+    header line with the run's nonce included, then the marker. A frame's own bytes can end like
+    the marker or a done frame's body (a value's raw bytes: ``bytes``, a typed array, small ints
+    spelling it), never like this without the run's 128-bit nonce. None (no early end) when the
+    run header carries no usable nonce.
+    """
+    if not isinstance(nonce, str) or not nonce:
+        return None
+    try:
+        return _wire.encode_frame(nonce, {_schema.TYPE: _schema.DONE}) + FINISHED
+    except (UnicodeError, ValueError):
+        return None
 
 
 def _become_candidate(channel: dict[str, int], namespaces: bool) -> None:
@@ -896,8 +906,11 @@ class Worker:
                 caps.update(pair.caps(max_result))
             wall = float(header.get("wall") or timeout)
             cap = float(header.get("wall_cap") or wall)  # _collect keeps it past the deadline
+            ends = {run.res_r: _ended(header.get("nonce"))}
+            if pair is not None:
+                ends[pair.judge.res_r] = _ended(header.get("judge_nonce"))
             outcome = self._collect(runs, caps, timeout, start + max(wall, timeout), since,
-                                    start + cap, waited)
+                                    start + cap, waited, ends=ends)
         finally:
             for each in runs:
                 each.close()
@@ -986,10 +999,10 @@ class Worker:
 
     def _collect(self, runs: list[_Prepared], caps: dict[int, int], cpu_limit: float,
                  deadline: float, since: int, cap: float | None = None,
-                 waited: float = 0.0) -> dict[str, Any]:
+                 waited: float = 0.0, *, ends: dict[int, bytes | None]) -> dict[str, Any]:
         """Read the runs' pipes until they close, every run ends, or a limit; then kill them.
-        A run is ended at once when every result pipe ends with ``ENDED`` (its done frame, then
-        ``FINISHED``) and the judge (if any) has exited, without waiting for ``G`` to exit.
+        A run is ended at once when every result pipe ends with its run's ``ends`` (see
+        :func:`_ended`) and the judge (if any) has exited, without waiting for ``G`` to exit.
 
         ``runs`` is ``G`` alone, or ``G`` and its judge ``J``; the run ends when all have exited.
         The time limit is ``cpu_limit`` seconds of CPU used by the run's processes, checked as
@@ -1018,7 +1031,7 @@ class Worker:
                 sel.register(pidfd, selectors.EVENT_READ)
         polled = [run.pid for run in runs if run.pid not in pidfds.values()]
         results = {run.res_r for run in runs}
-        finished: set[int] = set()  # result pipes whose last bytes so far are ENDED
+        finished: set[int] = set()  # result pipes whose last bytes so far are their ends
         tails = dict.fromkeys(results, b"")
         timed_out = False
         exited: set[int] = set()
@@ -1045,9 +1058,10 @@ class Worker:
                 kept[fd].append(data[:room])
                 size[fd] += min(room, len(data))
             dropped[fd] += max(0, len(data) - max(room, 0))
-            if fd in results:  # its last bytes so far, across reads
-                tails[fd] = (tails[fd] + data)[-len(ENDED):]
-                if tails[fd] == ENDED:
+            end = ends.get(fd)
+            if end is not None:  # a result pipe: its last bytes so far, across reads
+                tails[fd] = (tails[fd] + data)[-len(end):]
+                if tails[fd] == end:
                     finished.add(fd)
                 else:
                     finished.discard(fd)
@@ -1117,7 +1131,8 @@ class Worker:
         for run in runs:
             _kill(run.pid)  # whatever is left of the run dies now
             result = b"".join(kept[run.res_r])
-            if not timed_out and result.endswith(ENDED):
+            end = ends.get(run.res_r)
+            if not timed_out and end is not None and result.endswith(end):
                 # A normal end: no need to wait for the teardown; reaped between runs.
                 self.unreaped.append(run.pid)
                 statuses.append(0)
