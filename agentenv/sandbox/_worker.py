@@ -1031,8 +1031,7 @@ class Worker:
                 sel.register(pidfd, selectors.EVENT_READ)
         polled = [run.pid for run in runs if run.pid not in pidfds.values()]
         results = {run.res_r for run in runs}
-        finished: set[int] = set()  # result pipes whose last bytes so far are their ends
-        tails = dict.fromkeys(results, b"")
+        tails = dict.fromkeys(results, b"")  # each result pipe's last bytes so far, across reads
         timed_out = False
         exited: set[int] = set()
         ended_at: float | None = None
@@ -1059,12 +1058,8 @@ class Worker:
                 size[fd] += min(room, len(data))
             dropped[fd] += max(0, len(data) - max(room, 0))
             end = ends.get(fd)
-            if end is not None:  # a result pipe: its last bytes so far, across reads
-                tails[fd] = (tails[fd] + data)[-len(end):]
-                if tails[fd] == end:
-                    finished.add(fd)
-                else:
-                    finished.discard(fd)
+            if end is not None:
+                tails[fd] = (tails[fd] + data[-len(end):])[-len(end):]
 
         try:
             while True:
@@ -1105,7 +1100,7 @@ class Worker:
                 wait = max(0.0, limit - now)
                 for key, _ in sel.select(min(wait, 0.02) if polled else wait):
                     take(int(key.fd))
-                if (ended_at is None and len(finished) == len(results)
+                if (ended_at is None and all(tails[fd] == ends.get(fd) for fd in results)
                         and all(run.pid in exited for run in runs[1:])):
                     # G wrote its last bytes after flushing its output, and the judge (whose
                     # frames quote candidate text, so could end like the marker) is gone: all
