@@ -53,6 +53,10 @@ STARTUP_TIMEOUT = 30.0  # seconds for a worker to come up (bwrap + imports on a 
 PREPARED_RUNS = 2  # runs each worker keeps forked and isolated ahead of their jobs
 BACKSTOP = 10.0  # seconds past a run's latest wall backstop before its worker is presumed wedged
 SCHEDULE_EVERY = 0.05  # seconds between CPU-weight updates of the runs in flight
+# Bytes asked of the worker's pipe per read: a pipe's default capacity. A larger request costs
+# the allocator an mmap and munmap of that size per read (the unmap interrupts every CPU this
+# process's threads ran on: ~0.1 ms a read here), however few bytes come.
+READ_SIZE = 1 << 16
 IDLE_TIMEOUT = 10.0  # seconds a worker may take between runs (reaping, wiping) before it is replaced
 
 
@@ -367,9 +371,9 @@ class _WorkerHandle:
     def _read_exact(self, n: int, deadline: float) -> bytes:
         """``n`` bytes of the worker's output, by ``deadline`` (else the worker is killed).
 
-        Reads whatever the pipe holds, up to 1 MiB at a time, and keeps the rest for the next
-        call: a reply's frames and the idle report behind it take one or two system calls, not
-        two per frame.
+        Reads whatever the pipe holds, up to :data:`READ_SIZE` at a time, and keeps the rest for
+        the next call: a reply's frames and the idle report behind it take one or two system
+        calls, not two per frame.
         """
         buffer = self._buffer
         while len(buffer) < n:
@@ -379,7 +383,7 @@ class _WorkerHandle:
                 raise WorkerDied("the worker did not answer in time")
             if not self._poll.poll(remaining * 1000):
                 continue
-            chunk = os.read(self._out, max(n - len(buffer), 1 << 20))
+            chunk = os.read(self._out, READ_SIZE)
             if not chunk:
                 raise WorkerDied(f"the worker exited (status {self.proc.poll()})")
             buffer += chunk

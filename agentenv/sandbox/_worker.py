@@ -93,6 +93,8 @@ PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 RESULT_FD = 3
 GRACE = 0.25  # seconds of draining after the run has ended
+LINGER = 0.05  # seconds G waits, its job done, for the worker to kill it (_become_candidate)
+_sleep = time.sleep  # bound before any candidate code runs in a process forked from here
 
 
 def _pipe_slots() -> int:
@@ -260,6 +262,7 @@ def _ended(nonce: object) -> bytes | None:
 def _become_candidate(channel: dict[str, int], namespaces: bool) -> None:
     """``G``: lock down, wait for the job, run it. Never returns."""
     code = 0
+    linger = False  # see the end of this function
     try:
         if namespaces:
             os.setsid()  # its own group and session, apart from the zygote's
@@ -305,6 +308,7 @@ def _become_candidate(channel: dict[str, int], namespaces: bool) -> None:
         if judging and peer is not None:
             _judge.run_judge(job, RESULT_FD, peer)
         elif not judging:
+            linger = bool(job.get("nonce"))  # so its result pipe ends the way _ended expects
             _runner.run_job(job, RESULT_FD, peer)
     except BaseException:
         code = 70
@@ -315,10 +319,19 @@ def _become_candidate(channel: dict[str, int], namespaces: bool) -> None:
         if code == 0:
             with contextlib.suppress(BaseException):
                 _write_all(RESULT_FD, FINISHED)
-        # Closing the pipes lets the worker answer now, while the kernel tears this process down.
         for fd in (1, 2, RESULT_FD):
             with contextlib.suppress(BaseException):
                 os.close(fd)
+        if code == 0 and linger:
+            # Wait to be killed rather than exit. The pipe writes above wake the worker on this
+            # CPU, behind this process (the kernel expects a writer to sleep next); exiting
+            # would make the worker wait out this process's teardown (its memory, its
+            # namespaces: a millisecond or more here) before it could read the end and answer.
+            # Asleep, the worker runs at once, ends the run and answers; the teardown follows
+            # off the caller's clock. A run the worker cannot end early (junk after the marker)
+            # still exits by itself soon.
+            with contextlib.suppress(BaseException):
+                _sleep(LINGER)
         os._exit(code)
 
 
@@ -634,7 +647,7 @@ def _prefer_as_oom_victim() -> None:
 def _read_to_end(fd: int) -> bytes:
     chunks: list[bytes] = []
     while True:
-        chunk = os.read(fd, 1 << 20)
+        chunk = os.read(fd, 1 << 16)  # a pipe's capacity: a larger request costs an mmap and munmap
         if not chunk:
             return b"".join(chunks)
         chunks.append(chunk)
