@@ -492,7 +492,7 @@ def run_job(job: dict[str, Any], result_fd: int, judge_fd: int | None = None) ->
 def _read_all(fd: int) -> bytes:
     chunks = []
     while True:
-        chunk = _os_read(fd, 1 << 20)
+        chunk = _os_read(fd, 1 << 16)  # a larger request costs an mmap and munmap per read
         if not chunk:
             break
         chunks.append(chunk)

@@ -653,29 +653,40 @@ def _read_to_end(fd: int) -> bytes:
         chunks.append(chunk)
 
 
+# What comes first on a job socket: a marker byte, carrying the judge channel's end
+# (SCM_RIGHTS) for runs with a judge, and the job's length in bytes.
+_JOB_HEAD = struct.Struct(">cQ")
+
+
 def _receive_job(fd: int) -> tuple[bytes, int | None]:
     """Read the job from its socket, and the judge channel when one comes with it; closes ``fd``.
 
-    The worker sends one marker byte first, carrying the channel end (``SCM_RIGHTS``) for runs
-    with a judge, then the job itself up to end of file.
+    The job comes after its head (:data:`_JOB_HEAD`), in the same message where it fits, so the
+    process waiting for it wakes once: the length, not the end of the stream, says when it is
+    all here. An empty job when the worker hung up first (or the job came short).
     """
     sock = socket.socket(fileno=fd)
     try:
-        marker, fds, _flags, _addr = socket.recv_fds(sock, 1, 1)
-        if not marker:
-            return b"", None
-        return _read_to_end(fd), (fds[0] if fds else None)
+        head, fds, _flags, _addr = socket.recv_fds(sock, _JOB_HEAD.size, 1)
+        peer = fds[0] if fds else None
+        if head and len(head) < _JOB_HEAD.size:
+            head += _read_exact(fd, _JOB_HEAD.size - len(head)) or b""
+        if len(head) < _JOB_HEAD.size:
+            return b"", peer
+        _marker, size = _JOB_HEAD.unpack(head)
+        return (_read_exact(fd, size) or b"") if size else b"", peer
     finally:
         sock.close()
 
 
 def _send_job(fd: int, job: bytes, peer: int | None) -> None:
-    """The worker's half of :func:`_receive_job`."""
+    """The worker's half of :func:`_receive_job`: the head and the job in one ``sendmsg``."""
     sock = socket.socket(fileno=fd)
     try:
-        socket.send_fds(sock, [b"J" if peer is not None else b"-"],
-                        [peer] if peer is not None else [])
-        _write_all(fd, job)
+        data = _JOB_HEAD.pack(b"J" if peer is not None else b"-", len(job)) + job
+        sent = socket.send_fds(sock, [data], [peer] if peer is not None else [])
+        if sent < len(data):
+            _write_all(fd, memoryview(data)[sent:])
     finally:
         sock.detach()
 
