@@ -418,3 +418,77 @@ def test_the_root_launchers_staging_mount_hides_no_host_path() -> None:
     assert os.path.isdir(stage) and os.listdir(stage) == []
     assert os.path.dirname(stage) == _isolation.STAGE_PARENT and stage != _isolation.STAGE_PARENT
     assert _isolation.stage_dir() == stage  # one per process
+
+
+@pytest.mark.parametrize("size", [0, 1, 8, 9, 65535, 65536, 5 << 20])
+@pytest.mark.parametrize("with_peer", [False, True])
+def test_a_job_and_its_judge_channel_cross_the_job_socket_whole(size: int, with_peer: bool) -> None:
+    """The worker sends a job's head (marker, length, the judge channel's end) and the job in
+    one message; the prepared process reads exactly that many bytes, whatever the size, and
+    gets a working channel end; a worker that hangs up first, or mid-job, gives an empty job."""
+    import socket
+
+    from agentenv.sandbox import _worker
+
+    job = bytes(range(256)) * (size // 256) + b"j" * (size % 256)
+    ours, theirs = socket.socketpair()
+    peer_ours, peer_theirs = socket.socketpair() if with_peer else (None, None)
+    sender = threading.Thread(target=_worker._send_job, args=(
+        ours.fileno(), job, peer_theirs.fileno() if peer_theirs is not None else None))
+    sender.start()
+    payload, peer = _worker._receive_job(theirs.detach())
+    sender.join()
+    ours.close()
+    assert payload == job
+    if peer_ours is None:
+        assert peer is None
+    else:
+        assert peer is not None and peer_theirs is not None
+        os.write(peer, b"ping")
+        assert peer_ours.recv(4) == b"ping"
+        os.close(peer)
+        peer_ours.close()
+        peer_theirs.close()
+    for cut in (0, 5, _worker._JOB_HEAD.size + min(size, 3)):  # hung up early: no job at all
+        if cut >= _worker._JOB_HEAD.size + size:
+            continue
+        ours, theirs = socket.socketpair()
+        ours.sendall((_worker._JOB_HEAD.pack(b"-", size) + job)[:cut])
+        ours.close()
+        assert _worker._receive_job(theirs.detach()) == (b"", None)
+
+
+def test_code_of_megabytes_with_judged_checks_runs_whole(pool: SandboxPool) -> None:
+    """A submission of several megabytes reaches its process whole, and the judge process
+    (a loop check) still gets its channel to it."""
+    code = "BIG = " + repr("x" * (3 << 20)) + "\ndef add(a, b):\n    return a + b\n"
+    checks = [*CHECKS, "for i in range(3):\n    assert add(i, i) == 2 * i", "assert len(BIG) == 3 << 20"]
+    result = run_tests(code, checks, pool=pool, timeout=10)
+    assert result.fraction == 1.0, result.failures
+
+
+def test_threads_still_running_when_the_checks_end_change_nothing(pool: SandboxPool) -> None:
+    """A solution that leaves threads running (busy, sleeping, printing) is scored on its
+    values, answered without waiting for them, and leaves nothing behind for the next run."""
+    code = textwrap.dedent("""
+        import threading, time, sys
+        def spin():
+            while True:
+                pass
+        def chatter():
+            while True:
+                sys.stdout.write("tick\\n")
+                time.sleep(0.001)
+        for target in (spin, chatter, lambda: time.sleep(60)):
+            threading.Thread(target=target, daemon=True).start()
+        def add(a, b):
+            return a + b
+    """)
+    for _round in range(3):
+        started = time.monotonic()
+        result = run_tests(code, CHECKS, pool=pool, timeout=3)
+        assert result.fraction == 1.0, result.failures
+        assert not result.timed_out
+        assert time.monotonic() - started < 3 + MARGIN
+        honest = run_tests(WALKTHROUGH["correct"][0], CHECKS, pool=pool)
+        assert honest.fraction == 1.0 and not honest.timed_out
