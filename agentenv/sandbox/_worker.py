@@ -305,10 +305,10 @@ def _become_candidate(channel: dict[str, int], namespaces: bool) -> None:
         _runner.apply_limits(limits)
         _prefer_as_oom_victim()
         _write_all(RESULT_FD, STARTED)  # set-up done; from here on, what happens is the job's
+        linger = bool(job.get("nonce"))  # so its result pipe ends the way _ended expects
         if judging and peer is not None:
             _judge.run_judge(job, RESULT_FD, peer)
         elif not judging:
-            linger = bool(job.get("nonce"))  # so its result pipe ends the way _ended expects
             _runner.run_job(job, RESULT_FD, peer)
     except BaseException:
         code = 70
@@ -1026,7 +1026,7 @@ class Worker:
                  waited: float = 0.0, *, ends: dict[int, bytes | None]) -> dict[str, Any]:
         """Read the runs' pipes until they close, every run ends, or a limit; then kill them.
         A run is ended at once when every result pipe ends with its run's ``ends`` (see
-        :func:`_ended`) and the judge (if any) has exited, without waiting for ``G`` to exit.
+        :func:`_ended`), without waiting for ``G`` (or ``J``) to exit.
 
         ``runs`` is ``G`` alone, or ``G`` and its judge ``J``; the run ends when all have exited.
         The time limit is ``cpu_limit`` seconds of CPU used by the run's processes, checked as
@@ -1124,11 +1124,14 @@ class Worker:
                 wait = max(0.0, limit - now)
                 for key, _ in sel.select(min(wait, 0.02) if polled else wait):
                     take(int(key.fd))
-                if (ended_at is None and all(tails[fd] == ends.get(fd) for fd in results)
-                        and all(run.pid in exited for run in runs[1:])):
-                    # G wrote its last bytes after flushing its output, and the judge (whose
-                    # frames quote candidate text, so could end like the marker) is gone: all
-                    # the run wrote before the marker is in the pipes already. End the run now,
+                if ended_at is None and all(tails[fd] == ends.get(fd) for fd in results):
+                    # G (and J) wrote their last bytes after flushing their output: all the run
+                    # wrote before is in the pipes already. An honest value never ends a pipe
+                    # like this (the bytes need the nonce's header line right before the
+                    # marker); a candidate that writes them into G's pipe itself (it knows G's
+                    # nonce) only cuts its own later checks short; J's end cannot be forged
+                    # (its frames quote candidate text, but no candidate ever sees J's nonce).
+                    # End the run now,
                     # read what the pipes report holding, and answer without waiting for their
                     # ends (which come only once the kernel has torn the run down); never read
                     # a pipe that reports nothing, which a process still splicing into it
