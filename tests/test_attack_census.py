@@ -24,6 +24,8 @@ CASE_SUITES = ("test_attacks", "test_attacks_judge", "test_attacks_redteam")
 # parametrized cases counts as one attack).
 CENSUS: dict[int, list[tuple[str, str]]] = {
     1: [  # hermetic runs: nothing a run leaves is seen by a later run; read-only runner and system
+        ("test_attacks_redteam6",
+         "test_a_candidate_cannot_write_a_job_to_any_prepared_run"),
         ("test_attacks", "network_connect"),
         ("test_attacks", "write_outside_the_work_dir"),
         ("test_attacks", "setsid_double_fork_daemon"),
@@ -43,6 +45,8 @@ CENSUS: dict[int, list[tuple[str, str]]] = {
         ("test_attacks_redteam2", "test_the_private_bytecode_directory_is_writable_by_its_owner_alone"),
     ],
     2: [  # limits for the whole run, also as root
+        ("test_attacks_redteam6",
+         "test_g_kept_alive_after_its_last_bytes_is_stopped_by_the_runs_limits"),
         ("test_attacks", "threads_that_never_end"),
         ("test_attacks", "ignore_sigterm_and_catch_everything"),
         ("test_attacks", "grandchild_holds_the_pipes"),
@@ -75,6 +79,14 @@ CENSUS: dict[int, list[tuple[str, str]]] = {
          "test_a_loop_that_starves_itself_under_host_load_is_still_stopped_within_its_cap"),
     ],
     3: [  # a judge where no candidate code ran: forged verdicts, stolen expectations, patched helpers
+        ("test_attacks_redteam6",
+         "test_the_exact_end_forged_at_load_only_cuts_the_candidates_own_run"),
+        ("test_attacks_redteam6",
+         "test_the_exact_end_forged_inside_a_call_cuts_the_later_checks_not_credits_them"),
+        ("test_attacks_redteam6",
+         "test_frames_forged_after_the_done_frame_are_never_credited"),
+        ("test_attacks_redteam6",
+         "test_a_call_that_hangs_stays_unpaid_in_a_judged_run_whatever_g_forges"),
         ("test_attacks_redteam5",
          "test_a_forged_finished_marker_never_ends_a_judged_run_before_its_judge"),
         ("test_attacks_crossrun",
@@ -174,6 +186,10 @@ CENSUS: dict[int, list[tuple[str, str]]] = {
         ("test_values", "test_a_candidate_dict_subclass_with_a_lying_eq_does_not_pass"),
     ],
     6: [  # a pool that cannot be poisoned: the next submission gets a healthy, identical worker
+        ("test_attacks_redteam6",
+         "test_a_run_ending_early_with_load_behind_it_charges_nothing_to_the_next_run"),
+        ("test_attacks_redteam6",
+         "test_alternating_every_attack_with_honest_runs_keeps_every_honest_verdict"),
         ("test_attacks_crossrun",
          "test_a_forged_finished_marker_with_the_stdout_pipe_locked_does_not_wedge_the_worker"),
         ("test_attacks_crossrun",
@@ -214,6 +230,9 @@ CENSUS: dict[int, list[tuple[str, str]]] = {
         ("test_attacks_hermetic", "test_a_secret_a_fallback_candidate_prints_is_redacted_from_its_result"),
     ],
     8: [  # candidate text is data: stored, resumed, shown and quoted without error
+        ("test_attacks_redteam6", "test_a_50_mb_job_arrives_whole"),
+        ("test_attacks_redteam6", "test_a_20_mb_job_with_a_judge_still_gives_the_pair_its_channel"),
+        ("test_attacks_redteam6", "test_jobs_of_odd_sizes_through_the_pool_score_exactly"),
         ("test_attacks_redteam", "lone_surrogates_and_nul_in_exception_messages_and_output"),
         ("test_untrusted", "test_any_candidate_string_is_stored_read_back_and_resumed_unchanged"),
         ("test_untrusted", "test_control_tokens_are_broken_up_but_still_readable"),

@@ -508,9 +508,10 @@ def test_honest_stdio_programs_score_exactly_one(pool: SandboxPool, name: str) -
     assert seconds < hang_bound(1.0)
 
 
-# Not from the reviewed commits (the same at 8441f5c): a stdio program's process ends with
-# os._exit right after flushing sys.stdout, where CPython would first join non-daemon threads and
-# finalize (so flush) other file objects on fd 1. Both programs print 9 under `python3`.
+# Found by this review, older than the commits it reviewed (the same at 8441f5c): a stdio
+# program's process ended with os._exit right after flushing sys.stdout, where CPython first joins
+# non-daemon threads and finalizes (so flushes) other file objects on fd 1. Both programs print 9
+# under `python3`; _runner._end_program now does what the interpreter does.
 PRE_EXISTING_STDIO = {
     "non_daemon_thread_prints_after_main": "import threading, time\nn = int(input())\n"
                                            "def p():\n    time.sleep(0.1)\n    print(n * n)\n"
@@ -520,12 +521,6 @@ PRE_EXISTING_STDIO = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "pre-existing (not a regression of the reviewed commits): _runner._run_stdio ends the "
-    "program's process with _os_exit(0) after sys.stdout.flush(), so output of a non-daemon "
-    "thread still running, or of another unflushed file object on fd 1, is lost; CPython "
-    "joins those threads and finalizes those objects at exit (0.0 for a program that prints "
-    "the right answer under python3)"))
 @pytest.mark.parametrize("name", sorted(PRE_EXISTING_STDIO))
 def test_honest_stdio_programs_relying_on_interpreter_exit_score_one(
         pool: SandboxPool, name: str) -> None:

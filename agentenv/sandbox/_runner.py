@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import gc
 import io
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 _here = os.path.dirname(os.path.abspath(__file__))
@@ -85,6 +87,7 @@ _os_dup2 = os.dup2
 _os_waitpid = os.waitpid
 _compile = compile
 _exec = exec
+_gc_collect = gc.collect
 _eval = eval
 _encode_value = _wire.encode_value
 _decode_value = _wire.decode_value
@@ -235,6 +238,20 @@ def _stdin_fd(data: bytes) -> int:
     return fd
 
 
+def _end_program(namespace: dict[str, Any]) -> None:
+    """What the interpreter does when a program ends, before the process exits: wait for the
+    program's non-daemon threads, then drop its globals, so files it opened (``open(1, "w")``
+    included) are flushed as they are collected. A thread that never ends keeps the program
+    running, as it would under ``python3``, until the run's limits stop it."""
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        with contextlib.suppress(BaseException):
+            threading._shutdown()
+    with contextlib.suppress(BaseException):
+        namespace.clear()
+        _gc_collect()
+
+
 def _run_stdio(index: int, code: str, stdin: str, chan: _Channel, prelude: str = "") -> None:
     """Run the candidate as ``__main__`` in a forked process; report its fd-1 output."""
     in_fd = _stdin_fd(stdin.encode("utf-8"))
@@ -264,6 +281,7 @@ def _run_stdio(index: int, code: str, stdin: str, chan: _Channel, prelude: str =
             pass
         except BaseException as exc:
             status = (_kind(exc) + "\n" + _message(exc)).encode("utf-8", "replace")
+        _end_program(program_ns)
         with contextlib.suppress(BaseException):
             sys.stdout.flush()
         with contextlib.suppress(BaseException):
@@ -461,11 +479,13 @@ def serve_judge(ns: dict[str, Any], fd: int, max_bytes: int = 0) -> None:
     _JudgeServer(fd, ns, max_bytes).serve()
 
 
-def run_job(job: dict[str, Any], result_fd: int, judge_fd: int | None = None) -> None:
+def run_job(job: dict[str, Any], result_fd: int, judge_fd: int | None = None, *,
+            stop: Callable[[], bool] | None = None) -> None:
     """Execute every item of ``job`` and report on ``result_fd``; ends with a ``done`` frame.
 
     With ``judge_fd`` (the run has checks a judge process grades), serve that judge once the
-    items are done.
+    items are done. ``stop`` is asked before each item; when it says so the job ends there,
+    with no ``done`` frame (the fork server's warm-up, which gives way to a real job).
     """
     chan = _Channel(result_fd, str(job["nonce"]))
     code = str(job.get("code", ""))
@@ -474,6 +494,8 @@ def run_job(job: dict[str, Any], result_fd: int, judge_fd: int | None = None) ->
     if judge_fd is not None or any(item[ITEM_KIND] != ITEM_STDIO for item in items):
         ns = _load_candidate(code, str(job.get("setup", "")), chan, str(job.get("prelude", "")))
     for item in items:
+        if stop is not None and stop():
+            return
         kind, index = item[ITEM_KIND], int(item[ITEM_INDEX])
         if kind == ITEM_STDIO:
             _run_stdio(index, code, str(item[STDIN]), chan, str(job.get("prelude", "")))

@@ -263,6 +263,11 @@ def _become_candidate(channel: dict[str, int], namespaces: bool) -> None:
     """``G``: lock down, wait for the job, run it. Never returns."""
     code = 0
     linger = False  # see the end of this function
+    # What the end below uses, held here before any candidate code runs: the job can rebind
+    # this module's names and patch ``os`` (which could only keep its own run going until the
+    # worker's limits stop it), not these.
+    finished, write_all, close, sleep, wait, leave = (
+        FINISHED, _write_all, os.close, _sleep, LINGER, os._exit)
     try:
         if namespaces:
             os.setsid()  # its own group and session, apart from the zygote's
@@ -305,7 +310,7 @@ def _become_candidate(channel: dict[str, int], namespaces: bool) -> None:
         _runner.apply_limits(limits)
         _prefer_as_oom_victim()
         _write_all(RESULT_FD, STARTED)  # set-up done; from here on, what happens is the job's
-        linger = bool(job.get("nonce"))  # so its result pipe ends the way _ended expects
+        linger = _ended(job.get("nonce")) is not None  # the worker can end this run early
         if judging and peer is not None:
             _judge.run_judge(job, RESULT_FD, peer)
         elif not judging:
@@ -318,10 +323,10 @@ def _become_candidate(channel: dict[str, int], namespaces: bool) -> None:
                 stream.flush()
         if code == 0:
             with contextlib.suppress(BaseException):
-                _write_all(RESULT_FD, FINISHED)
+                write_all(RESULT_FD, finished)
         for fd in (1, 2, RESULT_FD):
             with contextlib.suppress(BaseException):
-                os.close(fd)
+                close(fd)
         if code == 0 and linger:
             # Wait to be killed rather than exit. The pipe writes above wake the worker on this
             # CPU, behind this process (the kernel expects a writer to sleep next); exiting
@@ -331,8 +336,8 @@ def _become_candidate(channel: dict[str, int], namespaces: bool) -> None:
             # off the caller's clock. A run the worker cannot end early (junk after the marker)
             # still exits by itself soon.
             with contextlib.suppress(BaseException):
-                _sleep(LINGER)
-        os._exit(code)
+                sleep(wait)
+        leave(code)
 
 
 def _forbid_nested_user_namespaces() -> None:
@@ -469,7 +474,7 @@ def _warm_up(job_fd: int) -> None:
     The warm-up only pays while nothing waits for this process: it costs more CPU than it
     saves the job (it touches pages the job never will), so when the real job is already on
     ``job_fd`` (runs come faster than they are prepared) it is skipped, or cut short between
-    its steps, and the job goes first.
+    its steps (decoding, loading the code, each item), and the job goes first.
     """
     if _job_waiting(job_fd):
         return
@@ -486,7 +491,7 @@ def _warm_up(job_fd: int) -> None:
         job = json.loads(payload)
         _runner.apply_limits(dict(job.get("limits", {})))
         if not _job_waiting(job_fd):
-            _runner.run_job(job, sink)
+            _runner.run_job(job, sink, stop=lambda: _job_waiting(job_fd))
     except BaseException:
         pass
     finally:
@@ -663,18 +668,24 @@ def _receive_job(fd: int) -> tuple[bytes, int | None]:
 
     The job comes after its head (:data:`_JOB_HEAD`), in the same message where it fits, so the
     process waiting for it wakes once: the length, not the end of the stream, says when it is
-    all here. An empty job when the worker hung up first (or the job came short).
+    all here. An empty job when the worker hung up first, the job came short, or the marker and
+    the descriptors that came with it disagree (``J`` and one channel end, or ``-`` and none).
     """
     sock = socket.socket(fileno=fd)
+    peer: int | None = None
     try:
         head, fds, _flags, _addr = socket.recv_fds(sock, _JOB_HEAD.size, 1)
-        peer = fds[0] if fds else None
         if head and len(head) < _JOB_HEAD.size:
             head += _read_exact(fd, _JOB_HEAD.size - len(head)) or b""
-        if len(head) < _JOB_HEAD.size:
-            return b"", peer
-        _marker, size = _JOB_HEAD.unpack(head)
-        return (_read_exact(fd, size) or b"") if size else b"", peer
+        if len(head) == _JOB_HEAD.size:
+            marker, size = _JOB_HEAD.unpack(head)
+            if (marker, len(fds)) in ((b"J", 1), (b"-", 0)):
+                peer = fds.pop() if fds else None
+                job = (_read_exact(fd, size) or b"") if size else b""
+                if job or not size:
+                    return job, peer
+        _close(*fds, *(() if peer is None else (peer,)))
+        return b"", None
     finally:
         sock.close()
 
@@ -683,10 +694,11 @@ def _send_job(fd: int, job: bytes, peer: int | None) -> None:
     """The worker's half of :func:`_receive_job`: the head and the job in one ``sendmsg``."""
     sock = socket.socket(fileno=fd)
     try:
-        data = _JOB_HEAD.pack(b"J" if peer is not None else b"-", len(job)) + job
-        sent = socket.send_fds(sock, [data], [peer] if peer is not None else [])
-        if sent < len(data):
-            _write_all(fd, memoryview(data)[sent:])
+        head = _JOB_HEAD.pack(b"J" if peer is not None else b"-", len(job))
+        sent = socket.send_fds(sock, [head, job], [peer] if peer is not None else [])
+        if sent < len(head):
+            _write_all(fd, head[sent:])
+        _write_all(fd, memoryview(job)[max(0, sent - len(head)):])
     finally:
         sock.detach()
 
@@ -1026,7 +1038,8 @@ class Worker:
                  waited: float = 0.0, *, ends: dict[int, bytes | None]) -> dict[str, Any]:
         """Read the runs' pipes until they close, every run ends, or a limit; then kill them.
         A run is ended at once when every result pipe ends with its run's ``ends`` (see
-        :func:`_ended`), without waiting for ``G`` (or ``J``) to exit.
+        :func:`_ended`), or the process that did not end so has exited, without waiting for
+        ``G`` (or ``J``) to exit.
 
         ``runs`` is ``G`` alone, or ``G`` and its judge ``J``; the run ends when all have exited.
         The time limit is ``cpu_limit`` seconds of CPU used by the run's processes, checked as
@@ -1124,8 +1137,11 @@ class Worker:
                 wait = max(0.0, limit - now)
                 for key, _ in sel.select(min(wait, 0.02) if polled else wait):
                     take(int(key.fd))
-                if ended_at is None and all(tails[fd] == ends.get(fd) for fd in results):
-                    # G (and J) wrote their last bytes after flushing their output: all the run
+                done = [run for run in runs if tails[run.res_r] == ends.get(run.res_r)]
+                if ended_at is None and done and all(run in done or run.pid in exited
+                                                     for run in runs):
+                    # G (and J) wrote their last bytes after flushing their output (or the one
+                    # that did not has exited, which waits for nothing either): all the run
                     # wrote before is in the pipes already. An honest value never ends a pipe
                     # like this (the bytes need the nonce's header line right before the
                     # marker); a candidate that writes them into G's pipe itself (it knows G's
