@@ -596,7 +596,7 @@ def test_the_judge_binds_only_names_nobody_else_owns_to_the_candidate() -> None:
              "    assert math.isclose(f(xs), helper(xs)) and len(xs) == 2\n_check()\n")
     ns: dict = {"helper": "setup's helper"}
     names = _Names({"f", "math", "sorted", "len"})
-    added = _judge._bind(check, ns, names, check=True)  # type: ignore[arg-type]
+    added = _judge._bind(_judge._free_globals(check), ns, names, check=True)  # type: ignore[arg-type]
     assert names.asked == ["f"] and added == ["f"]
     assert ns["math"] is math and ns["helper"] == "setup's helper" and "sorted" not in ns
 
@@ -607,17 +607,18 @@ def test_builtins_are_the_candidates_only_in_a_check_that_uses_nothing_else() ->
     is asked (a candidate's `len` must not decide); setup code never asks."""
     from agentenv.sandbox import _judge
 
+    def bind(source: str, ns: dict, names: _Names, check: bool) -> list[str]:
+        return _judge._bind(_judge._free_globals(source), ns, names, check=check)  # type: ignore[arg-type]
+
     names = _Names({"sum"})
     ns: dict = {}
-    assert _judge._bind("for a in (1, 2):\n    assert sum(a, a) == a * 2\n", ns, names,  # type: ignore[arg-type]
-                        check=True) == ["sum"]
+    assert bind("for a in (1, 2):\n    assert sum(a, a) == a * 2\n", ns, names, True) == ["sum"]
     assert names.asked == ["sum"] and ns["sum"] == "<candidate sum>"
     both = _Names({"sum", "len"})
-    assert _judge._bind("for a in (1, 2):\n    assert sum(a, a) == len([a])\n", {}, both,  # type: ignore[arg-type]
-                        check=True) == []
+    assert bind("for a in (1, 2):\n    assert sum(a, a) == len([a])\n", {}, both, True) == []
     assert both.asked == []
     setup = _Names({"sum"})
-    assert _judge._bind("def helper(xs):\n    return sum(xs)\n", {}, setup, check=False) == []  # type: ignore[arg-type]
+    assert bind("def helper(xs):\n    return sum(xs)\n", {}, setup, False) == []
     assert setup.asked == []
 
 

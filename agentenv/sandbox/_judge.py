@@ -389,13 +389,15 @@ def _free_globals(source: str) -> tuple[set[str], set[str]]:
     return free, called & free
 
 
-def _bind(source: str, ns: dict[str, Any], chan: _Channel, *, check: bool) -> list[str]:
-    """Bind the program's free names in ``ns``; returns the proxies it added.
+def _bind(names: tuple[set[str], set[str]], ns: dict[str, Any], chan: _Channel, *,
+          check: bool) -> list[str]:
+    """Bind a program's free names (``_free_globals``' answer for it) in ``ns``; returns the
+    proxies it added.
 
     Only a ``check`` may get the candidate's version of a builtin name: setup code is helper
     code, and its builtins are always the judge's own.
     """
-    free, called = _free_globals(source)
+    free, called = names
     added: list[str] = []
     for name in sorted(free):
         if name in ns:
@@ -472,14 +474,14 @@ def _verdict(index: int, source: str, ns: dict[str, Any], chan: _Channel,
     base: dict[str, Any] = {TYPE: CHECK, INDEX: index}
     try:
         code = _compile(source, f"<check {index}>", tolerance)
-        _free_globals(source)
+        names = _free_globals(source)
     except BaseException as exc:
         return {**base, KIND: SYNTAX, MESSAGE: _message(exc)}
     chan.begin()
     error: BaseException | None = None
     added: list[str] = []
     try:
-        added = _bind(source, ns, chan, check=True)
+        added = _bind(names, ns, chan, check=True)
         exec(code, ns)
     except BaseException as exc:
         error = exc
@@ -537,7 +539,7 @@ def run_judge(job: dict[str, Any], result_fd: int, peer_fd: int) -> None:
             source = str(job.get(label) or "")
             if source.strip():
                 code = compile(source, f"<{label}>", "exec", dont_inherit=True)
-                _bind(source, ns, chan, check=False)
+                _bind(_free_globals(source), ns, chan, check=False)
                 exec(code, ns)
     except BaseException as exc:
         gone = isinstance(exc, _Gone) or chan.broke_now
