@@ -245,13 +245,11 @@ ROOT_FALLBACK = os.geteuid() == 0 and _isolation.fallback_uid() is None
 
 @pytest.mark.skipif(not ROOT_FALLBACK, reason="needs candidates running as root (the root "
                     "fallback where the sandbox uid cannot run the interpreter)")
-@pytest.mark.xfail(strict=True, reason=(
-    "hole (the rlimits fallback as root, older than the reviewed commits): G runs as uid 0 with "
-    "every capability (capabilities are dropped only with namespaces), so CAP_SYS_PTRACE "
-    "overrides the judge's non-dumpable flag: G reads the judge's nonce from /proc/J/mem and "
-    "writes OK verdicts into /proc/J/fd/3 before the judge grades anything; the parent keeps "
-    "the first verdict per check. A wrong f scores 1.0 on judged checks."))
-def test_rlimits_root_candidate_forges_the_judges_verdicts(fallback: SandboxPool) -> None:
+def test_rlimits_root_candidate_cannot_forge_the_judges_verdicts(fallback: SandboxPool) -> None:
+    """At the fallback level as root (an opt-in), G ran as uid 0 with every capability, and
+    CAP_SYS_PTRACE overrode the judge's non-dumpable flag: G read the judge's nonce from
+    /proc/J/mem and wrote OK verdicts into /proc/J/fd/3 (a wrong f scored 1.0). G and J now
+    drop every capability, the bounding set included, with the securebits locked."""
     checks = [judged("f"), "y = f(3)\nassert y == 3"]
     result, seconds = timed(fallback, FORGERY + STEAL_THE_JUDGES_NONCE, checks, timeout=2.0)
     assert seconds < hang_bound(2.0)
@@ -289,13 +287,11 @@ def f():
 """
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hole (the rlimits level, older than the reviewed commits): a setsid daemon escapes the "
-    "kill of G's process group, outlives its run (same uid as every later run, no pid "
-    "namespace) and SIGSTOPs each process the zygote forks next: the following honest runs "
-    "are timeouts scoring 0.0 and 0.5 instead of 1.0 (measured). Another sample's reward and "
-    "time change; at the strict level the run's pid namespace dies with G."))
 def test_rlimits_daemon_left_by_one_run_never_touches_the_next() -> None:
+    """A setsid daemon escaped the kill of G's process group, outlived its run and SIGSTOPped
+    each process the zygote forked next (the following honest runs scored 0.0 and 0.5). The
+    zygote is now a subreaper at this level: it kills what a run left behind before the next
+    run and resumes the runs it prepared meanwhile."""
     made = SandboxPool(size=1, isolation="rlimits", allow_root_fallback=True)
     began = time.monotonic()
     try:
@@ -389,7 +385,8 @@ def test_honest_stdio_programs_score_exactly_one_back_to_back(pool: SandboxPool,
 
 
 # Found by this review, older than the reviewed commits (both print 9 under python3 and scored 0.0
-# at bad9d05 too): _end_program does part of what the interpreter does at exit, not all of it.
+# at bad9d05 too): _end_program did part of what the interpreter does at exit, not all of it; it
+# now runs atexit handlers, and the program's end flushes sys.__stdout__ as well.
 STDIO_DIVERGENT = {
     # The competitive-programming idiom: buffer all output, write it out at exit.
     "atexit_writes_the_buffered_output": "import atexit, io, sys\nbuf = io.StringIO()\n"
@@ -402,11 +399,6 @@ STDIO_DIVERGENT = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "honest divergence (older than the reviewed commits): _runner._end_program joins threads "
-    "and drops the program's globals, but runs no atexit handlers and never flushes "
-    "sys.__stdout__ when sys.stdout was replaced; both programs print 9 under python3 and "
-    "score 0.0 here"))
 @pytest.mark.parametrize("name", sorted(STDIO_DIVERGENT))
 def test_honest_stdio_programs_relying_on_atexit_or_the_original_stdout(
         pool: SandboxPool, name: str) -> None:
@@ -421,8 +413,7 @@ STDIO_NEVER_ENDS = {
                                         "threading.Thread(target=time.sleep, args=(1e6,)).start()\n",
     "non_daemon_thread_spins_forever": "import threading\ndef spin():\n    while True:\n"
                                        "        pass\nthreading.Thread(target=spin).start()\n",
-    # (a finalizer run by _end_program finds the program's globals already gone: it keeps what
-    # it needs in its defaults)
+    # (finalizers keep what they need in their defaults, as finalizers run at exit should)
     "finalizer_sleeps_forever": "import time\nclass Stuck:\n    def __del__(self, time=time):\n"
                                 "        time.sleep(1e6)\nstuck = Stuck()\n",
     "finalizer_spins_forever": "class Stuck:\n    def __del__(self):\n        while True:\n"

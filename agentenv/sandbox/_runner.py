@@ -28,6 +28,7 @@ most lose it points.
 
 from __future__ import annotations
 
+import atexit
 import builtins
 import contextlib
 import gc
@@ -88,6 +89,7 @@ _os_waitpid = os.waitpid
 _compile = compile
 _exec = exec
 _gc_collect = gc.collect
+_run_exitfuncs = atexit._run_exitfuncs
 _eval = eval
 _encode_value = _wire.encode_value
 _decode_value = _wire.decode_value
@@ -238,23 +240,40 @@ def _stdin_fd(data: bytes) -> int:
     return fd
 
 
+def _flush_stdout() -> None:
+    """Flush ``sys.stdout`` and the interpreter's own ``sys.__stdout__`` (both write to fd 1)."""
+    for stream in (sys.stdout, sys.__stdout__):
+        if stream is not None:
+            with contextlib.suppress(BaseException):
+                stream.flush()
+
+
 def _end_program(namespace: dict[str, Any]) -> None:
     """What the interpreter does when a program ends, before the process exits: wait for the
-    program's non-daemon threads, then drop its globals, so files it opened (``open(1, "w")``
-    included) are flushed as they are collected. A thread that never ends keeps the program
-    running, as it would under ``python3``, until the run's limits stop it."""
+    program's non-daemon threads, run its ``atexit`` handlers, then drop its globals as a
+    module's are dropped (names with one leading underscore first, each set to None, the
+    rest after), so finalizers still find the names they use and files the program opened
+    (``open(1, "w")`` included) are flushed as they are collected. A thread that never ends
+    keeps the program running, as it would under ``python3``, until the run's limits stop it."""
     threading = sys.modules.get("threading")
     if threading is not None:
         with contextlib.suppress(BaseException):
             threading._shutdown()
     with contextlib.suppress(BaseException):
-        namespace.clear()
+        _run_exitfuncs()
+    with contextlib.suppress(BaseException):
+        for private in (True, False):
+            for name in list(namespace):
+                if name != "__builtins__" and private == (
+                        isinstance(name, str) and name[:1] == "_" and name[1:2] != "_"):
+                    namespace[name] = None
         _gc_collect()
 
 
 def _run_stdio(index: int, code: str, stdin: str, chan: _Channel, prelude: str = "") -> None:
     """Run the candidate as ``__main__`` in a forked process; report its fd-1 output."""
     in_fd = _stdin_fd(stdin.encode("utf-8"))
+    _flush_stdout()  # what this process printed so far is not the program's
     out_r, out_w = _os_pipe()
     st_r, st_w = _os_pipe()
     pid = _os_fork()
@@ -282,8 +301,7 @@ def _run_stdio(index: int, code: str, stdin: str, chan: _Channel, prelude: str =
         except BaseException as exc:
             status = (_kind(exc) + "\n" + _message(exc)).encode("utf-8", "replace")
         _end_program(program_ns)
-        with contextlib.suppress(BaseException):
-            sys.stdout.flush()
+        _flush_stdout()
         with contextlib.suppress(BaseException):
             _os_write(st_w, status[:4096])
         _os_exit(0)

@@ -91,6 +91,10 @@ PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+PR_CAPBSET_DROP, PR_SET_SECUREBITS = 24, 28
+PR_SET_CHILD_SUBREAPER = 36
+# noroot, no_setuid_fixup and keep_caps off, each locked: uid 0 regains nothing on execve
+SECURE_ALL_LOCKED = 0x01 | 0x02 | 0x04 | 0x08 | 0x20
 RESULT_FD = 3
 GRACE = 0.25  # seconds of draining after the run has ended
 LINGER = 0.05  # seconds G waits, its job done, for the worker to kill it (_become_candidate)
@@ -193,10 +197,22 @@ class _Libc:
             raise OSError(ct.get_errno(), "clone into new namespaces failed")
         return int(pid)
 
-    def drop_capabilities(self) -> None:
-        """Empty the effective, permitted and inheritable sets (capset, version 3)."""
+    def drop_capabilities(self, for_good: bool = False) -> None:
+        """Empty the effective, permitted and inheritable sets (capset, version 3).
+
+        ``for_good`` (a process of host uid 0, at the fallback level) also empties the bounding
+        set and locks the securebits that give uid 0 its capabilities back on ``execve``, so
+        neither this process nor anything it runs holds one (not ``CAP_SYS_PTRACE``, which would
+        open a non-dumpable judge's memory and descriptors). Refused steps (no ``CAP_SETPCAP``:
+        not root) are skipped; the capset alone then does all there is to do.
+        """
         if self.lib is None:
             return
+        if for_good:
+            for cap in range(64):
+                if self.lib.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and cap > 40:
+                    break  # past the last capability this kernel knows
+            self.prctl(PR_SET_SECUREBITS, SECURE_ALL_LOCKED)
         ct = self.ctypes
         # struct __user_cap_header_struct {u32 version; int pid;} and two zeroed data structs
         # {u32 effective, permitted, inheritable} (version 3 uses two of them).
@@ -289,6 +305,8 @@ def _become_candidate(channel: dict[str, int], namespaces: bool) -> None:
         if namespaces:
             _forbid_nested_user_namespaces()
             _libc.drop_capabilities()
+        else:  # the fallback level: as host root (an opt-in) no capability may stay
+            _libc.drop_capabilities(for_good=os.geteuid() == 0)
         # No-new-privs and the syscall filter are the zygote's (_filter_syscalls), inherited.
         _write_all(RESULT_FD, READY)  # locked down: see Worker.run
         os.environ.clear()
@@ -716,9 +734,18 @@ def _zygote(sock: socket.socket, namespaces: bool, hermetic: bool) -> None:
     allowance in KiB when runs are hermetic); ``W`` wait for a run's
     process and reply its status; ``Q`` the same without blocking (``R`` if still running,
     the status kept for a later ``W``).
+
+    At the fallback level (no namespaces) nothing dies with ``G``: a process of the run that
+    left its group (``setsid``) would outlive it, beside every later run. There the zygote is
+    a child subreaper, so whatever a run leaves behind becomes its child when its parent
+    ends, and after each ``W`` it kills every child that is not a run it forked
+    (:func:`_sweep`), then resumes the runs prepared meanwhile (one stopped by a stray).
     """
     uid, gid = os.getuid(), os.getgid()
     reaped: dict[int, int] = {}
+    forked: set[int] = set()  # runs (prepared, running or ended) not reaped yet
+    if not namespaces:
+        _libc.prctl(PR_SET_CHILD_SUBREAPER, 1)
 
     def code(status: int) -> int:
         return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
@@ -731,7 +758,9 @@ def _zygote(sock: socket.socket, namespaces: bool, hermetic: bool) -> None:
                 break
             if pid == 0:
                 break
-            reaped[pid] = code(status)
+            if pid in forked:  # (a stray's exit is nobody's answer)
+                reaped[pid] = code(status)
+                forked.discard(pid)
         data = _recv_exact(sock, _COMMAND.size)
         if data is None:
             os._exit(0)
@@ -764,6 +793,8 @@ def _zygote(sock: socket.socket, namespaces: bool, hermetic: bool) -> None:
                 _become_candidate({"job": job_r, "res": res_w, "out": out_w, "err": err_w},
                                   namespaces)
             _close(job_r, res_w, out_w, err_w)
+            if child > 0:
+                forked.add(child)
             socket.send_fds(sock, [_COMMAND.pack(b"P", child)], [job_w, res_r, out_r, err_r])
             _close(job_w, res_r, out_r, err_r)
         elif op in (b"W", b"Q"):
@@ -772,10 +803,45 @@ def _zygote(sock: socket.socket, namespaces: bool, hermetic: bool) -> None:
                     reaped[pid] = code(os.waitpid(pid, 0)[1])
                 except ChildProcessError:
                     reaped[pid] = 0
+                forked.discard(pid)
+            if op == b"W" and not namespaces:
+                _sweep(forked)
             if pid not in reaped:
                 sock.sendall(_COMMAND.pack(b"R", -1))
             else:
                 sock.sendall(_COMMAND.pack(b"S", reaped[pid] if op == b"Q" else reaped.pop(pid)))
+
+
+def _sweep(forked: set[int]) -> None:
+    """The zygote, a subreaper at the fallback level: kill and reap every child that is not a
+    run it forked (what earlier runs left behind), round after round as their own orphans
+    come to it, then send the runs it forked SIGCONT (a stray may have stopped one)."""
+    me = os.getpid()
+    for _round in range(64):
+        try:
+            with open(f"/proc/self/task/{me}/children", "rb") as handle:
+                children = [int(word) for word in handle.read().split()]
+        except (OSError, ValueError):
+            children = []
+            with contextlib.suppress(OSError):
+                for name in os.listdir("/proc"):
+                    with contextlib.suppress(OSError, ValueError, IndexError):
+                        with open(f"/proc/{name}/stat", "rb") as handle:
+                            data = handle.read()
+                        if int(data[data.rindex(b")") + 2:].split()[1]) == me:
+                            children.append(int(name))
+        strays = [pid for pid in children if pid not in forked]
+        if not strays:
+            break
+        for pid in strays:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in strays:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+    for pid in forked:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGCONT)
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
