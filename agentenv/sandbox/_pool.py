@@ -620,7 +620,9 @@ def _fallback_identity(allow: bool) -> tuple[int, int] | None:
             "Ubuntu: apt-get install bubblewrap) for strict isolation, or set "
             f"{_isolation.ALLOW_ROOT_FALLBACK}=1 (or pass SandboxPool(allow_root_fallback=True)) "
             f"to accept the fallback (candidates then run as uid {_isolation.SANDBOX_UID} where "
-            "that uid can run this interpreter, else as root)")
+            "that uid can run this interpreter, else as root without capabilities, where they "
+            "can still write root-owned files such as /proc/sys and the cgroup tree: only for "
+            "trusted code)")
     return _isolation.fallback_uid()
 
 

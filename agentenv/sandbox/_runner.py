@@ -90,6 +90,7 @@ _compile = compile
 _exec = exec
 _gc_collect = gc.collect
 _run_exitfuncs = atexit._run_exitfuncs
+_clear_exitfuncs = atexit._clear
 _eval = eval
 _encode_value = _wire.encode_value
 _decode_value = _wire.decode_value
@@ -279,6 +280,7 @@ def _run_stdio(index: int, code: str, stdin: str, chan: _Channel, prelude: str =
     pid = _os_fork()
     if pid == 0:  # the program's process
         try:
+            _clear_exitfuncs()  # handlers registered before the fork are not the program's
             _os_close(out_r)
             _os_close(st_r)
             _os_dup2(in_fd, 0)

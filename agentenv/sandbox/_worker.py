@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import errno
 import fcntl
 import gc
 import json
@@ -98,6 +99,8 @@ SECURE_ALL_LOCKED = 0x01 | 0x02 | 0x04 | 0x08 | 0x20
 RESULT_FD = 3
 GRACE = 0.25  # seconds of draining after the run has ended
 LINGER = 0.05  # seconds G waits, its job done, for the worker to kill it (_become_candidate)
+SWEEP_BUDGET = 5.0  # seconds the fallback zygote spends at most killing what a run left (_sweep)
+REPORT_WAIT = 30.0  # seconds a prepared run has to report NODUMP, then READY (Worker._take)
 _sleep = time.sleep  # bound before any candidate code runs in a process forked from here
 
 
@@ -813,35 +816,94 @@ def _zygote(sock: socket.socket, namespaces: bool, hermetic: bool) -> None:
 
 
 def _sweep(forked: set[int]) -> None:
-    """The zygote, a subreaper at the fallback level: kill and reap every child that is not a
-    run it forked (what earlier runs left behind), round after round as their own orphans
-    come to it, then send the runs it forked SIGCONT (a stray may have stopped one)."""
+    """The zygote, a subreaper at the fallback level: kill and reap every process that
+    descends from it but not through a run it forked (what earlier runs left behind), then
+    send the runs it forked SIGCONT (a stray may have stopped one).
+
+    Each round takes every stray it can see at once, the whole tree under each child that is
+    not a run (a chain of any depth, not one generation a round): it stops them all, so none
+    can fork into the slots the kills free, then kills them. Only a process forked between
+    the look and the stop is left for the next round; rounds go on until none is left, within
+    :data:`SWEEP_BUDGET` seconds. Signals go through pidfds opened on the very processes
+    seen (same start time), never to a pid the kernel has since given to another process.
+    """
     me = os.getpid()
-    for _round in range(64):
-        try:
+    deadline = time.monotonic() + SWEEP_BUDGET
+    while True:
+        try:  # the cheap look first: most runs leave nothing behind
             with open(f"/proc/self/task/{me}/children", "rb") as handle:
-                children = [int(word) for word in handle.read().split()]
+                if all(int(word) in forked for word in handle.read().split()):
+                    break
         except (OSError, ValueError):
-            children = []
-            with contextlib.suppress(OSError):
-                for name in os.listdir("/proc"):
-                    with contextlib.suppress(OSError, ValueError, IndexError):
-                        with open(f"/proc/{name}/stat", "rb") as handle:
-                            data = handle.read()
-                        if int(data[data.rindex(b")") + 2:].split()[1]) == me:
-                            children.append(int(name))
-        strays = [pid for pid in children if pid not in forked]
+            pass
+        seen = _processes()
+        strays = [pid for pid, (parent, _) in seen.items() if parent == me and pid not in forked]
         if not strays:
             break
-        for pid in strays:
+        below: dict[int, list[int]] = {}
+        for pid, (parent, _) in seen.items():
+            below.setdefault(parent, []).append(pid)
+        doomed, todo = [], list(strays)
+        while todo:
+            pid = todo.pop()
+            doomed.append(pid)
+            todo.extend(below.get(pid, ()))
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for pid in doomed:
+                _signal(pid, seen[pid][1], sig)
+        for pid in strays:  # its own children: their pids stay theirs until reaped
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-        for pid in strays:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
+        if time.monotonic() > deadline:
+            break
     for pid in forked:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGCONT)
+
+
+def _processes() -> dict[int, tuple[int, int]]:
+    """Every process this one can see: its parent's pid and its start time (``/proc/PID/stat``)."""
+    seen: dict[int, tuple[int, int]] = {}
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                stat = _stat(int(name))
+                if stat is not None:
+                    seen[int(name)] = stat
+    return seen
+
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """A process's parent pid and start time, or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return int(fields[1]), int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _signal(pid: int, started: int, sig: int) -> None:
+    """Send ``sig`` to process ``pid`` if it is still the one that started at ``started``:
+    through a pidfd opened before that check, so never to a process that took its pid since."""
+    try:
+        handle = os.pidfd_open(pid)
+    except OSError as error:
+        stat = _stat(pid)
+        if error.errno == errno.ENOSYS and stat is not None and stat[1] == started:  # before 5.3
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+        return
+    try:
+        stat = _stat(pid)
+        if stat is not None and stat[1] == started:
+            signal.pidfd_send_signal(handle, sig)
+    except OSError:
+        pass
+    finally:
+        os.close(handle)
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
@@ -856,6 +918,20 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
 
 
 # --------------------------------------------------------------------------- the worker side
+
+def _reported(fd: int, report: bytes) -> bool:
+    """Whether a prepared run's next bytes on ``fd`` are ``report``, sent within
+    :data:`REPORT_WAIT` seconds (a run that something stopped or slowed is dropped, not
+    waited for)."""
+    try:
+        ready = select.poll()
+        ready.register(fd, select.POLLIN)
+        if not ready.poll(REPORT_WAIT * 1000):
+            return False
+    except OSError:
+        return False
+    return _read_exact(fd, len(report)) == report
+
 
 class _Prepared:
     """A run forked and isolated ahead of its job: its pid and the worker's pipe ends."""
@@ -948,7 +1024,7 @@ class Worker:
         for run in list(self.ready):
             if run.confirmed:
                 continue
-            if _read_exact(run.res_r, len(NODUMP)) == NODUMP:
+            if _reported(run.res_r, NODUMP):
                 run.confirmed = True
             else:
                 self.ready.remove(run)
@@ -963,8 +1039,8 @@ class Worker:
                 self._collect_forks()
             run = self.ready.popleft()
             if not run.confirmed:
-                run.confirmed = _read_exact(run.res_r, len(NODUMP)) == NODUMP
-            if run.confirmed and _read_exact(run.res_r, len(READY)) == READY:
+                run.confirmed = _reported(run.res_r, NODUMP)
+            if run.confirmed and _reported(run.res_r, READY):
                 return run
             _kill(run.pid)  # it never got locked down: drop it
             run.close()
