@@ -204,6 +204,7 @@ class _Channel:
         self.broken: str | None = None
         self.depth = 0
         self.callbacks: dict[int, Callable[..., Any]] = {}
+        self.placed = False  # whether G was told which CPU this process runs on
         self.begin()
 
     def begin(self) -> None:
@@ -265,7 +266,15 @@ class _Channel:
     def lookup(self, name: str) -> tuple[bool, Any]:
         """The candidate's global ``name``: ``(True, value or Remote)``, or ``(False, None)``
         when the candidate does not define it."""
-        reply = self.request({"op": "name", "n": name}, name)
+        message: dict[str, Any] = {"op": "name", "n": name}
+        if not self.placed:  # the first request: ask G to answer from this CPU (see _rpc)
+            self.placed = True
+            cpu = _current_cpu()
+            if cpu is not None:
+                message["cpu"] = cpu
+                with contextlib.suppress(OSError, AttributeError):
+                    os.sched_setaffinity(0, (cpu,))
+        reply = self.request(message, name)
         if reply.get("x") == "NameError":
             return False, None
         return True, self.outcome(reply, name, named=True)
@@ -362,6 +371,15 @@ class _Channel:
             _rpc.send(self.fd, answer)
         except _rpc.ChannelClosed:
             self.fail("the candidate's process ended during a callback")
+
+
+def _current_cpu() -> int | None:
+    """The CPU this thread runs on now (``/proc/thread-self/stat``), or None where unknown."""
+    try:
+        with open("/proc/thread-self/stat", "rb") as handle:
+            return int(handle.read().rsplit(b")", 1)[1].split()[36])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 # -------------------------------------------------------------------- names

@@ -86,6 +86,7 @@ _os_exit = os._exit
 _os_pipe = os.pipe
 _os_dup2 = os.dup2
 _os_waitpid = os.waitpid
+_sched_setaffinity = getattr(os, "sched_setaffinity", lambda pid, cpus: None)
 _compile = compile
 _exec = exec
 _gc_collect = gc.collect
@@ -427,6 +428,10 @@ class _JudgeServer:
     def handle(self, message: dict[str, Any]) -> dict[str, Any]:
         op = message["op"]
         if op == "name":
+            cpu = message.get("cpu")
+            if type(cpu) is int:  # answer from the judge's CPU: a wake-up there costs half
+                with contextlib.suppress(BaseException):
+                    _sched_setaffinity(0, (cpu,))
             return {"r": self.result(self.target(["n", message.get("n")]))}
         target = self.target(message.get("f"))
         if op == "get":
