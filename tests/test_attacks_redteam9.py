@@ -20,7 +20,7 @@ import pytest
 from support.attacks import strict_pool
 
 from agentenv.grading import run_tests
-from agentenv.sandbox import Limits, SandboxPool, _pool
+from agentenv.sandbox import Limits, SandboxPool, _pool, _worker
 
 CHECK = ["assert f() == 1"]
 HONEST = "def f():\n    return 1\n"
@@ -248,19 +248,22 @@ def f():
 """
 
 
-@pytest.mark.xfail(strict=False, reason="wins in some runs only: with Limits(processes=400) a fork "
-                   "bomb left behind can outlast the sweep's 5 s budget (_sweep stops at "
-                   "SWEEP_BUDGET with strays alive, then SIGCONTs the prepared runs); the "
-                   "survivors stop the next run, which times out and scores 0.0, and the sweep "
-                   "itself delays the next submission by up to ~6 s")
 def test_rlimits_fork_bomb_that_outlasts_the_sweep_budget() -> None:
+    """The sweep resumed the prepared runs when its budget ran out with strays alive, and they
+    stopped the next run (0.0, a timeout). Now it stops every stray before it kills any, and
+    where that cannot finish in SWEEP_BUDGET the zygote gives up and the pool replaces the
+    worker. What is left open: 400 runnable strays starve the sweep of CPU, so the next
+    submission still waits for it (seconds, within the budget); it scores exactly 1.0."""
     made = fallback()
     began = time.monotonic()
     try:
         attacked = run_tests(FORK_BOMB, CHECK, timeout=1.0, pool=made,
                              limits=Limits(processes=400))
         assert attacked.fraction == 0.0
-        honest_passes(made, times=1)
+        start = time.monotonic()
+        result = run_tests(HONEST, HONEST_CHECKS, timeout=1.0, pool=made)
+        assert (result.fraction, result.timed_out) == (1.0, False), result.failures
+        assert time.monotonic() - start < _worker.SWEEP_BUDGET + FAST
         time.sleep(max(0.0, 7.5 - (time.monotonic() - began)))
         honest_passes(made, times=1)  # after the budget: a survivor would stop this run
     finally:
@@ -301,11 +304,6 @@ def f():
 ZYGOTE_BLOCKERS = {"stopped_zygote": STOP_THE_ZYGOTE, "traced_candidate": TRACED_CANDIDATE}
 
 
-@pytest.mark.xfail(strict=True, reason="the zygote blocks: stopped by G (same uid), or in "
-                   "waitpid(G, 0) while G's zombie is held by a tracer G forked "
-                   "(_worker.py _zygote, W handler's os.waitpid(pid, 0) before _sweep); the "
-                   "worker hangs in after_run, and the next submission waits IDLE_TIMEOUT "
-                   "(10 s) for the idle report before the worker is replaced")
 @pytest.mark.parametrize("name", sorted(ZYGOTE_BLOCKERS))
 def test_rlimits_candidate_that_blocks_the_zygote_never_delays_the_next_run(
         name: str, short_idle: None) -> None:
@@ -336,3 +334,38 @@ def test_strict_level_is_unaffected(strict: SandboxPool, name: str) -> None:
     attacked = run_tests(code, CHECK, timeout=1.0, pool=strict)
     assert attacked.fraction == 0.0
     honest_passes(strict)
+
+
+# --------------------------------------------------------------------------- reaching into processes
+
+# Each reports whether the kernel refused it (EPERM, from the sandbox's syscall filter).
+REACH_IN = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+def refused(ret):
+    return ret == -1 and ctypes.get_errno() == 1
+def f():
+    found = {}
+    found["ptrace_traceme"] = refused(libc.ptrace(0, 0, None, None))
+    found["ptrace_seize_self_parent"] = refused(libc.ptrace(0x4206, os.getppid(), None, None))
+    buf = ctypes.create_string_buffer(8)
+    iov = (ctypes.c_void_p * 2)(ctypes.addressof(buf), 8)
+    found["process_vm_readv"] = refused(libc.process_vm_readv(os.getpid(), iov, 1, iov, 1, 0))
+    found["pidfd_getfd"] = refused(libc.syscall(438, 0, 0, 0))
+    return found
+"""
+EVERY_WAY_REFUSED = ("assert f() == {'ptrace_traceme': True, 'ptrace_seize_self_parent': True, "
+                     "'process_vm_readv': True, 'pidfd_getfd': True}")
+
+
+@pytest.mark.parametrize("level", ["strict", "rlimits"])
+def test_no_run_can_trace_or_reach_into_another_process(strict: SandboxPool, level: str) -> None:
+    """ptrace, process_vm_readv/writev and pidfd_getfd are refused to every run (the traced
+    candidate above held the fallback zygote in waitpid: a tracee's zombie is its tracer's)."""
+    pool = strict if level == "strict" else fallback()
+    try:
+        result = run_tests(REACH_IN, [EVERY_WAY_REFUSED], timeout=1.0, pool=pool)
+        assert (result.fraction, result.timed_out) == (1.0, False), result.failures
+    finally:
+        if pool is not strict:
+            pool.close()

@@ -184,14 +184,18 @@ class WorkerCgroup:
         self._readers.clear()
         for directory in self.dirs.values():
             for _attempt in range(50):
+                with contextlib.suppress(OSError):  # cgroup v2 (5.14+): every process at once
+                    _write(directory, "cgroup.kill", "1")
                 try:
                     with open(os.path.join(directory, "cgroup.procs")) as handle:
                         pids = [int(p) for p in handle.read().split()]
                 except (OSError, ValueError):
                     pids = []
-                for pid in pids:
-                    with contextlib.suppress(OSError):
-                        os.kill(pid, signal.SIGKILL)
+                # Stop them all before killing any, so none forks into the slots kills free.
+                for sig in (signal.SIGSTOP, signal.SIGKILL):
+                    for pid in pids:
+                        with contextlib.suppress(OSError):
+                            os.kill(pid, sig)
                 try:
                     os.rmdir(directory)
                     break

@@ -57,7 +57,7 @@ import socket
 import struct
 import sys
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 _here = os.path.dirname(os.path.abspath(__file__))
 if _here not in sys.path:
@@ -100,6 +100,7 @@ RESULT_FD = 3
 GRACE = 0.25  # seconds of draining after the run has ended
 LINGER = 0.05  # seconds G waits, its job done, for the worker to kill it (_become_candidate)
 SWEEP_BUDGET = 5.0  # seconds the fallback zygote spends at most killing what a run left (_sweep)
+ZYGOTE_WAIT = 30.0  # seconds the worker waits for one answer of the zygote's (Worker._reply)
 REPORT_WAIT = 30.0  # seconds a prepared run has to report NODUMP, then READY (Worker._take)
 _sleep = time.sleep  # bound before any candidate code runs in a process forked from here
 
@@ -379,11 +380,14 @@ def _forbid_nested_user_namespaces() -> None:
 # disposition: no legacy sigaction/signal syscall in these native tables), and the syscalls no
 # run may make at all (see _filter_syscalls). aarch64 and riscv64 share the generic table.
 _GENERIC = (134, {"sendfile": 71, "vmsplice": 75, "splice": 76, "tee": 77, "userfaultfd": 282,
-                  "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427})
+                  "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+                  "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
+                  "pidfd_getfd": 438})
 _SYSCALLS = {
     "x86_64": (0xC000003E, 13, {"sendfile": 40, "splice": 275, "tee": 276, "vmsplice": 278,
                                 "userfaultfd": 323, "io_uring_setup": 425, "io_uring_enter": 426,
-                                "io_uring_register": 427}),
+                                "io_uring_register": 427, "ptrace": 101, "process_vm_readv": 310,
+                                "process_vm_writev": 311, "pidfd_getfd": 438}),
     "aarch64": (0xC00000B7, *_GENERIC),
     "riscv64": (0xC00000F3, *_GENERIC),
 }
@@ -444,6 +448,10 @@ def _filter_syscalls() -> None:
       fall back to plain reads and writes when ``sendfile`` is refused;
     - ``userfaultfd``, whose faults can stall a kernel copy from user memory (a ``write`` to
       such a pipe) for as long as the run likes;
+    - ``ptrace``, ``process_vm_readv``/``writev`` and ``pidfd_getfd``: reaching into another
+      process's memory or descriptors. Where runs share a uid (the fallback level), a traced
+      run's zombie is its tracer's to reap, so a candidate that traced itself from a process
+      it left behind held the zygote in ``waitpid``; no honest solution traces anything;
     - any syscall through another ABI (i386, x32), which has its own table and numbers.
 
     Machines without a table entry above (or a kernel without seccomp filters) get no filter.
@@ -801,34 +809,70 @@ def _zygote(sock: socket.socket, namespaces: bool, hermetic: bool) -> None:
             socket.send_fds(sock, [_COMMAND.pack(b"P", child)], [job_w, res_r, out_r, err_r])
             _close(job_w, res_r, out_r, err_r)
         elif op in (b"W", b"Q"):
-            if pid not in reaped and op == b"W":
+            if op == b"W" and not namespaces:
+                ended = _reap_swept(pid, forked) if pid not in reaped else reaped[pid]
+                if ended is None:
+                    _give_up(forked)
+                reaped[pid] = ended
+                forked.discard(pid)
+            elif pid not in reaped and op == b"W":
                 try:
                     reaped[pid] = code(os.waitpid(pid, 0)[1])
                 except ChildProcessError:
                     reaped[pid] = 0
                 forked.discard(pid)
-            if op == b"W" and not namespaces:
-                _sweep(forked)
             if pid not in reaped:
                 sock.sendall(_COMMAND.pack(b"R", -1))
             else:
                 sock.sendall(_COMMAND.pack(b"S", reaped[pid] if op == b"Q" else reaped.pop(pid)))
 
 
-def _sweep(forked: set[int]) -> None:
+def _reap_swept(pid: int, forked: set[int]) -> int | None:
+    """The fallback zygote's ``W``: reap run ``pid`` and sweep away what it left (:func:`_sweep`),
+    never blocking: a process it left may hold it (a tracer reaps its tracee's zombie), so
+    sweeps and non-blocking waits take turns, within :data:`SWEEP_BUDGET` seconds. Its exit
+    code, or None when the run or what it left could not be ended in time."""
+    deadline = time.monotonic() + SWEEP_BUDGET
+    while True:
+        clean = _sweep(forked, deadline)
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return 0 if clean else None
+        if done:  # what it left at its exit is swept too
+            if not _sweep(forked, deadline):
+                return None
+            return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.001)
+
+
+def _give_up(forked: set[int]) -> NoReturn:
+    """The fallback zygote could not end what a run left: kill the runs it prepared and exit,
+    so the worker ends and the pool replaces it (its cgroup, where there is one, takes the
+    rest). Never returns."""
+    for pid in forked:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    os._exit(0)
+
+
+def _sweep(forked: set[int], deadline: float) -> bool:
     """The zygote, a subreaper at the fallback level: kill and reap every process that
     descends from it but not through a run it forked (what earlier runs left behind), then
-    send the runs it forked SIGCONT (a stray may have stopped one).
+    send the runs it forked SIGCONT (a stray may have stopped one). Whether none is left.
 
-    Each round takes every stray it can see at once, the whole tree under each child that is
-    not a run (a chain of any depth, not one generation a round): it stops them all, so none
-    can fork into the slots the kills free, then kills them. Only a process forked between
-    the look and the stop is left for the next round; rounds go on until none is left, within
-    :data:`SWEEP_BUDGET` seconds. Signals go through pidfds opened on the very processes
-    seen (same start time), never to a pid the kernel has since given to another process.
+    Each look takes every stray at once, the whole tree under each child that is not a run (a
+    chain of any depth, not one generation a look). Strays that still move are sent SIGSTOP
+    and looked at again; only once every one of them stands still (stopped or dead) are they
+    killed, children before parents, so none can fork into the slots the kills free or be
+    woken by its parent's death signal (a fork bomb at its process limit refilled each
+    freed slot otherwise). Looks go on until none is left, or ``deadline`` passes. Signals go
+    through pidfds opened on the very processes seen (same start time), never to a pid the
+    kernel has since given to another process.
     """
     me = os.getpid()
-    deadline = time.monotonic() + SWEEP_BUDGET
     while True:
         try:  # the cheap look first: most runs leave nothing behind
             with open(f"/proc/self/task/{me}/children", "rb") as handle:
@@ -837,35 +881,48 @@ def _sweep(forked: set[int]) -> None:
         except (OSError, ValueError):
             pass
         seen = _processes()
-        strays = [pid for pid, (parent, _) in seen.items() if parent == me and pid not in forked]
+        strays = [pid for pid, (parent, _, _) in seen.items() if parent == me and pid not in forked]
         if not strays:
             break
+        if time.monotonic() > deadline:
+            return False  # the runs it prepared stay as they are: the caller gives up
         below: dict[int, list[int]] = {}
-        for pid, (parent, _) in seen.items():
+        for pid, (parent, _, _) in seen.items():
             below.setdefault(parent, []).append(pid)
         doomed, todo = [], list(strays)
         while todo:
             pid = todo.pop()
             doomed.append(pid)
             todo.extend(below.get(pid, ()))
-        for sig in (signal.SIGSTOP, signal.SIGKILL):
-            for pid in doomed:
-                _signal(pid, seen[pid][1], sig)
+        moving = [pid for pid in doomed if seen[pid][2] not in _STILL]
+        if moving:  # stop them and look again: nothing is killed until all stand still
+            for pid in moving:
+                _signal(pid, seen[pid][1], signal.SIGSTOP)
+            time.sleep(0.0002)
+            continue
+        doomed.reverse()  # each process before its parent: no death signal wakes a child
+        for pid in doomed:
+            _signal(pid, seen[pid][1], signal.SIGKILL)
+        waiting = False
         for pid in strays:  # its own children: their pids stay theirs until reaped
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
             with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
-        if time.monotonic() > deadline:
-            break
+                waiting |= os.waitpid(pid, os.WNOHANG)[0] == 0  # never blocks: next round
+        if waiting:
+            time.sleep(0.0005)
     for pid in forked:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGCONT)
+    return True
 
 
-def _processes() -> dict[int, tuple[int, int]]:
-    """Every process this one can see: its parent's pid and its start time (``/proc/PID/stat``)."""
-    seen: dict[int, tuple[int, int]] = {}
+_STILL = (b"T", b"t", b"Z", b"X")  # stopped, traced, dead: a process that cannot fork
+
+
+def _processes() -> dict[int, tuple[int, int, bytes]]:
+    """Every process this one can see: its parent's pid, start time and state (``/proc/PID/stat``)."""
+    seen: dict[int, tuple[int, int, bytes]] = {}
     with contextlib.suppress(OSError):
         for name in os.listdir("/proc"):
             if name.isdigit():
@@ -875,12 +932,12 @@ def _processes() -> dict[int, tuple[int, int]]:
     return seen
 
 
-def _stat(pid: int) -> tuple[int, int] | None:
-    """A process's parent pid and start time, or None once it is gone."""
+def _stat(pid: int) -> tuple[int, int, bytes] | None:
+    """A process's parent pid, start time and state, or None once it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             fields = handle.read().rsplit(b")", 1)[1].split()
-        return int(fields[1]), int(fields[19])
+        return int(fields[1]), int(fields[19]), fields[0]
     except (OSError, ValueError, IndexError):
         return None
 
@@ -970,6 +1027,17 @@ class Worker:
         self.confirm_early = True  # see _confirm_all; False where runs never become dumpable
 
     def _reply(self) -> tuple[bytes, int, list[int]]:
+        """The zygote's next answer. Where runs share its uid (the fallback level) a run can
+        stop it: every 0.1 s without an answer it is sent SIGCONT, and after
+        :data:`ZYGOTE_WAIT` seconds the worker gives up (it exits; the pool replaces it)."""
+        waiting = select.poll()
+        waiting.register(self.zygote, select.POLLIN)
+        deadline = time.monotonic() + ZYGOTE_WAIT
+        while not waiting.poll(100):
+            with contextlib.suppress(OSError):
+                os.kill(self.zygote_pid, signal.SIGCONT)
+            if time.monotonic() > deadline:
+                raise SystemExit("the zygote did not answer")
         data, fds, _flags, _addr = socket.recv_fds(self.zygote, _COMMAND.size, 8)
         if len(data) < _COMMAND.size:
             rest = _recv_exact(self.zygote, _COMMAND.size - len(data))
