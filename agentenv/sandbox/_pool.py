@@ -26,6 +26,7 @@ import json
 import os
 import queue
 import select
+import signal
 import subprocess
 import tempfile
 import threading
@@ -216,6 +217,8 @@ class _WorkerHandle:
         self._out = self.proc.stdout.fileno()
         self._in = self.proc.stdin.fileno()
         self._poll = select.poll()
+        # Seconds between SIGCONTs to a fallback worker while waiting for it (_read_exact).
+        self._nudge = 0.1 if level != "strict" else float("inf")
         self._poll.register(self._out, select.POLLIN)
         self._buffer = bytearray()  # bytes the worker sent that no read has taken yet
         try:
@@ -381,7 +384,10 @@ class _WorkerHandle:
             if remaining <= 0:
                 self.kill()
                 raise WorkerDied("the worker did not answer in time")
-            if not self._poll.poll(remaining * 1000):
+            if not self._poll.poll(min(remaining, self._nudge) * 1000):
+                if self.level != "strict":  # a run shares the worker's uid: it may stop it
+                    with contextlib.suppress(OSError):
+                        os.killpg(self.proc.pid, signal.SIGCONT)  # the worker and its zygote
                 continue
             chunk = os.read(self._out, READ_SIZE)
             if not chunk:

@@ -849,13 +849,42 @@ def _reap_swept(pid: int, forked: set[int]) -> int | None:
 
 
 def _give_up(forked: set[int]) -> NoReturn:
-    """The fallback zygote could not end what a run left: kill the runs it prepared and exit,
-    so the worker ends and the pool replaces it (its cgroup, where there is one, takes the
-    rest). Never returns."""
-    for pid in forked:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
+    """The fallback zygote could not end what a run left in time: kill every process below it
+    (its prepared runs and every stray, whatever its state, for up to a second) and exit, so
+    the worker reports itself unhealthy and the pool replaces it. Never returns."""
+    me = os.getpid()
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        seen = _processes()
+        below = _below(seen)
+        doomed = _trees([pid for pid, (parent, _, _) in seen.items() if parent == me], below)
+        if not doomed:
+            break
+        for pid in reversed(doomed):
+            _signal(pid, seen[pid][1], signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        time.sleep(0.001)
     os._exit(0)
+
+
+def _below(seen: dict[int, tuple[int, int, bytes]]) -> dict[int, list[int]]:
+    """Each process's children, from :func:`_processes`."""
+    below: dict[int, list[int]] = {}
+    for pid, (parent, _, _) in seen.items():
+        below.setdefault(parent, []).append(pid)
+    return below
+
+
+def _trees(roots: list[int], below: dict[int, list[int]]) -> list[int]:
+    """``roots`` and everything below them, each process before its children."""
+    found, todo = [], list(roots)
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(below.get(pid, ()))
+    return found
 
 
 def _sweep(forked: set[int], deadline: float) -> bool:
@@ -873,6 +902,7 @@ def _sweep(forked: set[int], deadline: float) -> bool:
     kernel has since given to another process.
     """
     me = os.getpid()
+    asked: set[tuple[int, int]] = set()  # (pid, start time) of every process sent SIGSTOP
     while True:
         try:  # the cheap look first: most runs leave nothing behind
             with open(f"/proc/self/task/{me}/children", "rb") as handle:
@@ -886,17 +916,14 @@ def _sweep(forked: set[int], deadline: float) -> bool:
             break
         if time.monotonic() > deadline:
             return False  # the runs it prepared stay as they are: the caller gives up
-        below: dict[int, list[int]] = {}
-        for pid, (parent, _, _) in seen.items():
-            below.setdefault(parent, []).append(pid)
-        doomed, todo = [], list(strays)
-        while todo:
-            pid = todo.pop()
-            doomed.append(pid)
-            todo.extend(below.get(pid, ()))
-        moving = [pid for pid in doomed if seen[pid][2] not in _STILL]
+        doomed = _trees(strays, _below(seen))
+        # A process sent SIGSTOP that is in an uninterruptible wait (a vfork parent waiting on
+        # its child) runs no code of its own before it stops, and SIGKILL ends such a wait.
+        moving = [pid for pid in doomed if seen[pid][2] not in _STILL
+                  and not (seen[pid][2] == b"D" and (pid, seen[pid][1]) in asked)]
         if moving:  # stop them and look again: nothing is killed until all stand still
             for pid in moving:
+                asked.add((pid, seen[pid][1]))
                 _signal(pid, seen[pid][1], signal.SIGSTOP)
             time.sleep(0.0002)
             continue
@@ -1203,7 +1230,20 @@ class Worker:
                 problems.append("its zygote is gone")
         except ChildProcessError:
             problems.append("its zygote is gone")
+        if not self.namespaces and self._rescheduled():
+            problems.append("its zygote's scheduling was changed (every later run would inherit it)")
         return {"idle": True, "healthy": not problems, "problems": problems}
+
+    def _rescheduled(self) -> bool:
+        """Whether the zygote's scheduling (policy, nice, CPUs) is no longer this process's.
+        At the fallback level a run shares the zygote's uid and can change them."""
+        try:
+            return (os.sched_getscheduler(self.zygote_pid) != os.sched_getscheduler(0)
+                    or os.getpriority(os.PRIO_PROCESS, self.zygote_pid) != os.getpriority(
+                        os.PRIO_PROCESS, 0)
+                    or os.sched_getaffinity(self.zygote_pid) != os.sched_getaffinity(0))
+        except OSError:
+            return False  # gone: reported above
 
     def _exited(self, pid: int) -> bool:
         kind, _, _ = self._ask(b"Q", pid)
