@@ -8,9 +8,10 @@ defines is a proxy there, and each use of a proxy becomes one request to the can
 it carries small msgpack maps (:func:`_wire.pack_message`), one per length-prefixed frame
 (:mod:`_framing`), values inside them as :func:`_wire.encode_value`'s bytes:
 
-- ``J -> G`` requests: ``{"op": "name", "n": name}`` (look a global up), ``{"op": "call", "f":
-  REF, "a": [ARG...], "k": [[name, ARG]...]}``, ``{"op": "get", "f": REF, "n": attr}`` and
-  ``{"op": "set", "f": REF, "n": attr, "v": ARG}``;
+- ``J -> G`` requests: ``{"op": "name", "n": name}`` (look a global up; the run's first one
+  also carries ``"cpu"``, the CPU ``J`` has pinned itself to, where ``G`` then serves from),
+  ``{"op": "call", "f": REF, "a": [ARG...], "k": [[name, ARG]...]}``, ``{"op": "get", "f":
+  REF, "n": attr}`` and ``{"op": "set", "f": REF, "n": attr, "v": ARG}``;
 - ``G -> J`` replies: ``{"r": RESULT, "m": [[position, VALUE]...]}`` (``m``: arguments the call
   mutated, copied back) or ``{"x": exception type name, "msg": text}``; ``RESULT`` may also be
   ``["b", text]``: plain data over one of the wire's budgets;
