@@ -28,7 +28,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from support.attacks import strict_pool
+from support.attacks import CLONE, strict_pool
 
 from agentenv.grading import run_tests
 from agentenv.sandbox import SandboxPool, _cgroup, _pool
@@ -98,23 +98,6 @@ def leftovers_of_this_process() -> list[int]:
 
 
 # Shared candidate-side helpers.
-VFORK = """
-import ctypes
-_api = ctypes.pythonapi
-_syscall = ctypes.PyDLL(None, use_errno=True).syscall
-_syscall.restype = ctypes.c_long
-def vfork_copy():
-    # clone(CLONE_VFORK | SIGCHLD) without CLONE_VM: a plain fork (memory copied) whose parent
-    # waits in state D (TASK_KILLABLE) until the child exits or execs; SIGSTOP never ends it
-    _api.PyOS_BeforeFork()
-    pid = _syscall(ctypes.c_long(56), ctypes.c_ulong(0x4000 | 17), ctypes.c_void_p(0),
-                   ctypes.c_void_p(0), ctypes.c_void_p(0), ctypes.c_void_p(0))
-    if pid == 0:
-        _api.PyOS_AfterFork_Child()
-        return 0
-    _api.PyOS_AfterFork_Parent()
-    return pid
-"""
 
 # One-shot POSIX timers whose signal is SIGCONT: generating SIGCONT resumes a stopped process,
 # whoever stopped it. Several, spread out: one that fires while the sweep still runs is undone
@@ -228,7 +211,7 @@ def test_rlimits_a_stopped_worker_never_delays_the_next_submission(
 # A setsid stray whose vfork child sleeps: the child stops at the first SIGSTOP, but the parent
 # waits for it in state D, which the sweep counts as moving and no SIGSTOP ends, so the sweep
 # never kills, and gives up after SWEEP_BUDGET; two processes, default Limits.
-STILL_MOVING = VFORK + """
+STILL_MOVING = CLONE + """
 import os, time
 ready_r, ready_w = os.pipe()
 if os.fork() == 0:
@@ -262,7 +245,7 @@ def test_rlimits_a_stray_in_vfork_wait_is_swept_without_a_give_up() -> None:
 # timers for 5.4-10 s later. When the zygote has given up (it is a zombie or gone), nothing stops
 # the child again: it stops every run the pool prepares from then on, for 10 s. Its pids go to
 # PIDFILE for the test's clean-up.
-ESCAPE = VFORK + WAKE_UP_LATER + STOP_THE_POOLS_RUNS + """
+ESCAPE = CLONE + WAKE_UP_LATER + STOP_THE_POOLS_RUNS + """
 ZYGOTE = os.getppid()
 ready_r, ready_w = os.pipe()
 if os.fork() == 0:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from support.attacks import strict_pool
+from support.attacks import STOP_THE_ZYGOTES_CHILDREN, strict_pool
 
 from agentenv.grading import run_tests
 from agentenv.sandbox import Limits, SandboxPool
@@ -26,30 +26,12 @@ JUDGED = "for _ in (1,):\n    assert f() == 1"  # graded by the judge process, a
 HONEST = "def f():\n    return 1\n"
 MANY = Limits(processes=400)  # room for a chain far deeper than the old 64-round bound
 
-# The stopper: watches the zygote's children (the runs it prepares) and SIGSTOPs them.
-STOPPER = """
-def stop_the_zygotes_children(zygote, seconds, me):
-    end = time.time() + seconds
-    while time.time() < end:
-        for name in os.listdir("/proc"):
-            if not name.isdigit() or int(name) == me:
-                continue
-            try:
-                with open(f"/proc/{name}/stat", "rb") as handle:
-                    data = handle.read()
-                if int(data[data.rindex(b")") + 2:].split()[1]) == zygote:
-                    os.kill(int(name), signal.SIGSTOP)
-            except (OSError, ValueError):
-                pass
-        time.sleep(0.0005)
-"""
-
 # A setsid chain DEPTH processes deep, each waiting on its child; the deepest one stops the
 # zygote's children for 3 s. Killing one generation a round needs DEPTH rounds.
 DEEP_CHAIN = """
 import os, signal, time
 ZYGOTE = os.getppid()
-""" + STOPPER + """
+""" + STOP_THE_ZYGOTES_CHILDREN + """
 ready_r, ready_w = os.pipe()
 if os.fork() == 0:
     os.setsid()
@@ -58,7 +40,7 @@ if os.fork() == 0:
             while True:
                 time.sleep(60)
     os.write(ready_w, b"!")
-    stop_the_zygotes_children(ZYGOTE, 3.0, os.getpid())
+    stop_the_zygotes_children(ZYGOTE, time.time() + 3.0)
     os._exit(0)
 os.read(ready_r, 1)
 def f():
@@ -71,7 +53,7 @@ def f():
 REFILLING = """
 import os, signal, time
 ZYGOTE = os.getppid()
-""" + STOPPER + """
+""" + STOP_THE_ZYGOTES_CHILDREN + """
 ready_r, ready_w = os.pipe()
 def keeper(level):
     end = time.time() + 3.0
@@ -84,7 +66,7 @@ def keeper(level):
         if pid == 0:
             if level < 3:
                 keeper(level + 1)
-            stop_the_zygotes_children(ZYGOTE, 3.0, os.getpid())
+            stop_the_zygotes_children(ZYGOTE, time.time() + 3.0)
             os._exit(0)
         try:
             os.waitpid(pid, 0)
@@ -97,7 +79,7 @@ if os.fork() == 0:
         if os.fork() == 0:
             keeper(0)
     os.write(ready_w, b"!")
-    stop_the_zygotes_children(ZYGOTE, 3.0, os.getpid())
+    stop_the_zygotes_children(ZYGOTE, time.time() + 3.0)
     os._exit(0)
 os.read(ready_r, 1)
 time.sleep(0.05)

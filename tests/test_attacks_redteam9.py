@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from support.attacks import strict_pool
+from support.attacks import CLONE, STOP_THE_ZYGOTES_CHILDREN, strict_pool
 
 from agentenv.grading import run_tests
 from agentenv.sandbox import Limits, SandboxPool, _pool, _worker
@@ -47,43 +47,6 @@ def short_idle(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_pool, "IDLE_TIMEOUT", 3.0)
 
 
-# What a stray does once it has outlived its run: stop every other child of the zygote (the runs
-# prepared for the next submissions), until ``end``.
-STOPPER = """
-def stop_the_zygotes_children(zygote, end, mine=()):
-    me = os.getpid()
-    while time.time() < end:
-        for name in os.listdir("/proc"):
-            if not name.isdigit() or int(name) == me or int(name) in mine:
-                continue
-            try:
-                with open(f"/proc/{name}/stat", "rb") as handle:
-                    data = handle.read()
-                if int(data[data.rindex(b")") + 2:].split()[1]) == zygote:
-                    os.kill(int(name), signal.SIGSTOP)
-            except (OSError, ValueError):
-                pass
-        time.sleep(0.0005)
-"""
-
-# clone(CLONE_PARENT | SIGCHLD) through the interpreter's fork hooks: the child is the caller's
-# sibling, so a child of the zygote's when the caller is one, and in no stray's subtree.
-CLONE_PARENT = """
-import ctypes
-_api = ctypes.pythonapi
-_syscall = ctypes.PyDLL(None, use_errno=True).syscall
-_syscall.restype = ctypes.c_long
-def clone_parent():
-    _api.PyOS_BeforeFork()
-    pid = _syscall(ctypes.c_long(56), ctypes.c_ulong(0x8000 | 17), ctypes.c_void_p(0),
-                   ctypes.c_void_p(0), ctypes.c_void_p(0), ctypes.c_void_p(0))
-    if pid == 0:
-        _api.PyOS_AfterFork_Child()
-        return 0
-    _api.PyOS_AfterFork_Parent()
-    return pid
-"""
-
 # --------------------------------------------------------------------------- escaping the walk
 
 # Four setsid processes, each a direct child of the zygote (CLONE_PARENT from G), that hop for
@@ -93,7 +56,7 @@ def clone_parent():
 LEAPFROG = """
 import os, signal, time
 ZYGOTE = os.getppid()
-""" + STOPPER + CLONE_PARENT + """
+""" + STOP_THE_ZYGOTES_CHILDREN + CLONE + """
 T0 = time.time()
 ready_r, ready_w = os.pipe()
 for _ in range(4):
@@ -134,7 +97,7 @@ def test_rlimits_siblings_that_hop_ahead_of_the_sweep_are_all_caught() -> None:
 BRACKET_NAME = """
 import os, signal, time, ctypes
 ZYGOTE = os.getppid()
-""" + STOPPER + """
+""" + STOP_THE_ZYGOTES_CHILDREN + """
 libc = ctypes.CDLL(None, use_errno=True)
 ready_r, ready_w = os.pipe()
 if os.fork() == 0:
@@ -157,7 +120,7 @@ def f():
 ZOMBIE_LEADER = """
 import os, signal, time, ctypes, threading
 ZYGOTE = os.getppid()
-""" + STOPPER + """
+""" + STOP_THE_ZYGOTES_CHILDREN + """
 libc = ctypes.CDLL(None, use_errno=True)
 ready_r, ready_w = os.pipe()
 def the_thread():
@@ -201,7 +164,7 @@ def test_rlimits_strays_with_odd_names_or_exited_leaders_are_swept(name: str) ->
 FORK_BOMB = """
 import os, signal, time, ctypes
 ZYGOTE = os.getppid()
-""" + STOPPER + """
+""" + STOP_THE_ZYGOTES_CHILDREN + """
 libc = ctypes.CDLL(None, use_errno=True)
 T0 = time.time()
 before = set()

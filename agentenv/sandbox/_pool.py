@@ -58,6 +58,7 @@ SCHEDULE_EVERY = 0.05  # seconds between CPU-weight updates of the runs in fligh
 # the allocator an mmap and munmap of that size per read (the unmap interrupts every CPU this
 # process's threads ran on: ~0.1 ms a read here), however few bytes come.
 READ_SIZE = 1 << 16
+NUDGE = 0.1  # seconds between SIGCONTs to a fallback worker the parent is waiting for
 IDLE_TIMEOUT = 10.0  # seconds a worker may take between runs (reaping, wiping) before it is replaced
 
 
@@ -217,8 +218,6 @@ class _WorkerHandle:
         self._out = self.proc.stdout.fileno()
         self._in = self.proc.stdin.fileno()
         self._poll = select.poll()
-        # Seconds between SIGCONTs to a fallback worker while waiting for it (_read_exact).
-        self._nudge = 0.1 if level != "strict" else float("inf")
         self._poll.register(self._out, select.POLLIN)
         self._buffer = bytearray()  # bytes the worker sent that no read has taken yet
         try:
@@ -384,10 +383,13 @@ class _WorkerHandle:
             if remaining <= 0:
                 self.kill()
                 raise WorkerDied("the worker did not answer in time")
-            if not self._poll.poll(min(remaining, self._nudge) * 1000):
-                if self.level != "strict":  # a run shares the worker's uid: it may stop it
+            # At the fallback level a run shares the worker's uid and may stop it: the worker
+            # and its zygote (one process group) get SIGCONT every NUDGE seconds of waiting.
+            fallback = self.level != "strict"
+            if not self._poll.poll((min(remaining, NUDGE) if fallback else remaining) * 1000):
+                if fallback:
                     with contextlib.suppress(OSError):
-                        os.killpg(self.proc.pid, signal.SIGCONT)  # the worker and its zygote
+                        os.killpg(self.proc.pid, signal.SIGCONT)
                 continue
             chunk = os.read(self._out, READ_SIZE)
             if not chunk:

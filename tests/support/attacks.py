@@ -1,5 +1,6 @@
-"""What the sandbox suites share: an attack case, candidate code that finds its sockets, and
-a strict pool that skips outside CI and fails in it."""
+"""What the sandbox suites share: an attack case, candidate code that finds its sockets, stops
+the zygote's children or forks with clone flags of its own, and a strict pool that skips
+outside CI and fails in it."""
 
 from __future__ import annotations
 
@@ -23,6 +24,51 @@ def sockets():
         except OSError:
             pass
     return found
+"""
+
+# Candidate-side helper, for what a run leaves behind at the fallback level: stop every child of
+# the zygote (the runs it prepares for the next submissions) but those in ``mine``, until ``end``.
+STOP_THE_ZYGOTES_CHILDREN = """
+import os, signal, time
+def stop_the_zygotes_children(zygote, end, mine=()):
+    me = os.getpid()
+    while time.time() < end:
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == me or int(name) in mine:
+                continue
+            try:
+                with open(f"/proc/{name}/stat", "rb") as handle:
+                    data = handle.read()
+                if int(data[data.rindex(b")") + 2:].split()[1]) == zygote:
+                    os.kill(int(name), signal.SIGSTOP)
+            except (OSError, ValueError):
+                pass
+        time.sleep(0.0005)
+"""
+
+# Candidate-side helper: clone(flags | SIGCHLD) through the interpreter's fork hooks.
+# clone_parent(): CLONE_PARENT, the child is the caller's sibling (a child of the zygote's when
+# the caller is one, and in no stray's subtree). vfork_copy(): CLONE_VFORK without CLONE_VM, a
+# plain fork (memory copied) whose parent waits in state D (TASK_KILLABLE) until the child exits
+# or execs; SIGSTOP never ends that wait.
+CLONE = """
+import ctypes
+_api = ctypes.pythonapi
+_syscall = ctypes.PyDLL(None, use_errno=True).syscall
+_syscall.restype = ctypes.c_long
+def clone_with(flags):
+    _api.PyOS_BeforeFork()
+    pid = _syscall(ctypes.c_long(56), ctypes.c_ulong(flags | 17), ctypes.c_void_p(0),
+                   ctypes.c_void_p(0), ctypes.c_void_p(0), ctypes.c_void_p(0))
+    if pid == 0:
+        _api.PyOS_AfterFork_Child()
+        return 0
+    _api.PyOS_AfterFork_Parent()
+    return pid
+def clone_parent():
+    return clone_with(0x8000)
+def vfork_copy():
+    return clone_with(0x4000)
 """
 
 
