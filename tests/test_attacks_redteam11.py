@@ -74,11 +74,10 @@ def f():
 NEEDS_MEMORY = "def f():\n    block = bytearray(200 << 20)\n    return len(block) >> 20\n"
 
 
-@pytest.mark.xfail(strict=True, reason="hole: a run lowers the zygote's hard rlimits (prlimit, "
-                   "same uid, no capability needed) and every later run inherits them; the health "
-                   "check compares only scheduling (_worker.py Worker._rescheduled), so honest "
-                   "solutions needing 200 MiB get MemoryError (0.0) on that worker for good")
 def test_rlimits_a_run_cannot_lower_later_runs_limits() -> None:
+    """A run lowered the zygote's hard limits (prlimit: same uid, no capability needed) and every
+    later run inherited them (an honest 200 MiB solution then scored 0.0 on that worker for
+    good). No run may set another process's limits now (the syscall filter)."""
     made = fallback()
     try:
         before = run_tests(NEEDS_MEMORY, ["assert f() == 200"], timeout=2.0, pool=made)

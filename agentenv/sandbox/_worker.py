@@ -377,14 +377,15 @@ def _forbid_nested_user_namespaces() -> None:
 
 
 # Per machine: the audit arch, rt_sigaction's number (the only way to change a signal's
-# disposition: no legacy sigaction/signal syscall in these native tables), and the syscalls no
-# run may make at all (see _filter_syscalls). aarch64 and riscv64 share the generic table.
-_GENERIC = (134, {"sendfile": 71, "vmsplice": 75, "splice": 76, "tee": 77, "userfaultfd": 282,
+# disposition: no legacy sigaction/signal syscall in these native tables), prlimit64's, and the
+# syscalls no run may make at all (see _filter_syscalls). aarch64 and riscv64 share the generic
+# table.
+_GENERIC = (134, 261, {"sendfile": 71, "vmsplice": 75, "splice": 76, "tee": 77, "userfaultfd": 282,
                   "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
                   "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
                   "pidfd_getfd": 438})
 _SYSCALLS = {
-    "x86_64": (0xC000003E, 13, {"sendfile": 40, "splice": 275, "tee": 276, "vmsplice": 278,
+    "x86_64": (0xC000003E, 13, 302, {"sendfile": 40, "splice": 275, "tee": 276, "vmsplice": 278,
                                 "userfaultfd": 323, "io_uring_setup": 425, "io_uring_enter": 426,
                                 "io_uring_register": 427, "ptrace": 101, "process_vm_readv": 310,
                                 "process_vm_writev": 311, "pidfd_getfd": 438}),
@@ -397,12 +398,13 @@ _LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
 _SECCOMP_ALLOW, _SECCOMP_EPERM = 0x7FFF0000, 0x00050000 | 1
 
 
-def _seccomp_program(arch: int, rt_sigaction: int, refused: list[int]) -> list[tuple[int, int, int, int]]:
+def _seccomp_program(arch: int, rt_sigaction: int, prlimit64: int,
+                     refused: list[int]) -> list[tuple[int, int, int, int]]:
     """The classic-BPF program of :func:`_filter_syscalls` (``(code, jt, jf, k)`` per step).
 
     Jumps count the steps they skip; the last two steps are "allow" and "refuse (EPERM)".
     """
-    n = 4 + len(refused) + 7  # steps before the two returns
+    n = 4 + len(refused) + 16  # steps before the two returns
     allow, deny = n, n + 1
 
     def to(target: int, at: int) -> int:
@@ -415,13 +417,23 @@ def _seccomp_program(arch: int, rt_sigaction: int, refused: list[int]) -> list[t
     for number in refused:
         program.append((_JEQ_K, to(deny, len(program)), 0, number))
     at = len(program)
-    program += [(_JEQ_K, 0, to(allow, at), rt_sigaction),            # not rt_sigaction: allowed
+    rlimits = at + 7  # the prlimit64 steps
+    program += [(_JEQ_K, 0, to(rlimits, at), rt_sigaction),          # not rt_sigaction: on
                 (_LD_W_ABS, 0, 0, 16),                                # signal (low word of arg 0)
                 (_JEQ_K, 0, to(allow, at + 2), int(signal.SIGCHLD)),  # another signal: allowed
                 (_LD_W_ABS, 0, 0, 24),                                # new action (arg 1), low word
                 (_JEQ_K, 0, to(deny, at + 4), 0),                     # one is given: refused
                 (_LD_W_ABS, 0, 0, 28),                                # its high word
                 (_JEQ_K, to(allow, at + 6), to(deny, at + 6), 0),     # NULL is only a query
+                (_JEQ_K, 0, to(allow, rlimits), prlimit64),           # not prlimit64: allowed
+                (_LD_W_ABS, 0, 0, 16),                                # pid (arg 0), low word
+                (_JEQ_K, 0, to(rlimits + 5, rlimits + 2), 0),         # not 0: a new limit?
+                (_LD_W_ABS, 0, 0, 20),                                # its high word
+                (_JEQ_K, to(allow, rlimits + 4), 0, 0),               # pid 0 (itself): allowed
+                (_LD_W_ABS, 0, 0, 32),                                # new limit (arg 2), low word
+                (_JEQ_K, 0, to(deny, rlimits + 6), 0),                # one is given: refused
+                (_LD_W_ABS, 0, 0, 36),                                # its high word
+                (_JEQ_K, to(allow, rlimits + 8), to(deny, rlimits + 8), 0),  # NULL: a query
                 (_RET_K, 0, 0, _SECCOMP_ALLOW),
                 (_RET_K, 0, 0, _SECCOMP_EPERM)]
     assert len(program) == deny + 1
@@ -452,6 +464,10 @@ def _filter_syscalls() -> None:
       process's memory or descriptors. Where runs share a uid (the fallback level), a traced
       run's zombie is its tracer's to reap, so a candidate that traced itself from a process
       it left behind held the zygote in ``waitpid``; no honest solution traces anything;
+    - setting another process's resource limits (``prlimit64`` with a pid and a new limit;
+      a process's own, pid 0 as ``setrlimit`` passes it, and every query still work). Where
+      runs share a uid (the fallback level), a run lowered the zygote's limits and every later
+      run inherited them;
     - any syscall through another ABI (i386, x32), which has its own table and numbers.
 
     Machines without a table entry above (or a kernel without seccomp filters) get no filter.
@@ -459,10 +475,11 @@ def _filter_syscalls() -> None:
     entry = _SYSCALLS.get(platform.machine())
     if entry is None:
         return
-    arch, rt_sigaction, refused = entry
+    arch, rt_sigaction, prlimit64, refused = entry
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     _libc.prctl(PR_SET_NO_NEW_PRIVS, 1)
-    _libc.seccomp_filter(_seccomp_program(arch, rt_sigaction, sorted(refused.values())))
+    _libc.seccomp_filter(_seccomp_program(arch, rt_sigaction, prlimit64,
+                                          sorted(refused.values())))
 
 
 # The warm-up's job: the kinds of code a task's solution and checks commonly hold (annotations,
@@ -1017,6 +1034,12 @@ def _reported(fd: int, report: bytes) -> bool:
     return _read_exact(fd, len(report)) == report
 
 
+def _scheduling(pid: int) -> tuple[int, int, set[int]]:
+    """A process's scheduling policy, nice value and CPUs (0: this process)."""
+    return (os.sched_getscheduler(pid), os.getpriority(os.PRIO_PROCESS, pid),
+            os.sched_getaffinity(pid))
+
+
 class _Prepared:
     """A run forked and isolated ahead of its job: its pid and the worker's pipe ends."""
 
@@ -1052,6 +1075,7 @@ class Worker:
         self.unreaped: list[int] = []
         self.forks_pending = 0
         self.confirm_early = True  # see _confirm_all; False where runs never become dumpable
+        self.scheduling = _scheduling(0)  # the zygote's too: it was forked from this process
 
     def _reply(self) -> tuple[bytes, int, list[int]]:
         """The zygote's next answer. Where runs share its uid (the fallback level) a run can
@@ -1235,13 +1259,11 @@ class Worker:
         return {"idle": True, "healthy": not problems, "problems": problems}
 
     def _rescheduled(self) -> bool:
-        """Whether the zygote's scheduling (policy, nice, CPUs) is no longer this process's.
-        At the fallback level a run shares the zygote's uid and can change them."""
+        """Whether the zygote's scheduling (policy, nice, CPUs) is no longer what it was when
+        this worker started. At the fallback level a run shares the zygote's uid and can change
+        them (and this process's: so the baseline is the start, not this process now)."""
         try:
-            return (os.sched_getscheduler(self.zygote_pid) != os.sched_getscheduler(0)
-                    or os.getpriority(os.PRIO_PROCESS, self.zygote_pid) != os.getpriority(
-                        os.PRIO_PROCESS, 0)
-                    or os.sched_getaffinity(self.zygote_pid) != os.sched_getaffinity(0))
+            return _scheduling(self.zygote_pid) != self.scheduling
         except OSError:
             return False  # gone: reported above
 
