@@ -39,11 +39,13 @@ except ModuleNotFoundError:  # Python 3.10
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 
-# Run in a fresh interpreter: reads one program as JSON on stdin, prints one JSON list of
-# per-check verdicts (True when the check ran without raising) on its last stdout line.
+# Run in a fresh interpreter: reads one program as JSON on stdin, prints one line of per-check
+# verdicts ("1" when the check ran without raising, else "0") last on stdout. What it needs after
+# the code has run is bound beforehand, so a program that patches builtins cannot break it.
 _PLAIN_DRIVER = r"""
 import json, signal, sys, types
 job = json.loads(sys.stdin.read())
+_exec, _compile, _setitimer, _prof, _len = exec, compile, signal.setitimer, signal.ITIMER_PROF, len
 class _OutOfTime(BaseException):
     pass
 def _expire(signum, frame):
@@ -58,21 +60,21 @@ verdicts = []
 try:
     for label, src in (("<prelude>", job["prelude"]), ("<solution>", job["code"]), ("<setup>", job["setup"])):
         if src:
-            exec(compile(src, label, "exec"), ns)
+            _exec(_compile(src, label, "exec"), ns)
 except BaseException as exc:
-    verdicts = [False] * len(job["checks"])
+    verdicts = ["0"] * _len(job["checks"])
 else:
     for i, check in enumerate(job["checks"]):
-        signal.setitimer(signal.ITIMER_PROF, job["timeout"])
+        _setitimer(_prof, job["timeout"])
         try:
-            exec(compile(check, "<check %d>" % i, "exec"), ns)
+            _exec(_compile(check, "<check %d>" % i, "exec"), ns)
         except BaseException:
-            verdicts.append(False)
+            verdicts.append("0")
         else:
-            verdicts.append(True)
+            verdicts.append("1")
         finally:
-            signal.setitimer(signal.ITIMER_PROF, 0)
-out.write("\n" + json.dumps(verdicts) + "\n")
+            _setitimer(_prof, 0)
+out.write("\n" + "".join(verdicts) + "\n")
 out.flush()
 """
 
@@ -147,13 +149,11 @@ def plain_verdicts(program: Program, timeout: float = 60.0) -> tuple[bool, ...]:
            "prelude": program.prelude, "timeout": program.timeout}
     proc = subprocess.run([sys.executable, "-c", _PLAIN_DRIVER], input=json.dumps(job),
                           capture_output=True, text=True, timeout=timeout)
-    lines = proc.stdout.rstrip("\n").rsplit("\n", 1)
-    try:
-        verdicts = json.loads(lines[-1])
-    except (json.JSONDecodeError, IndexError):
+    last = proc.stdout.rstrip("\n").rsplit("\n", 1)[-1]
+    if len(last) != len(program.checks) or set(last) - {"0", "1"}:
         raise RuntimeError(f"{program.ident}: plain Python gave no verdicts "
                            f"(exit {proc.returncode}): {proc.stderr[-2000:]}") from None
-    return tuple(bool(v) for v in verdicts)
+    return tuple(v == "1" for v in last)
 
 
 def agentenv_verdicts(program: Program, pool: Any = None) -> tuple[tuple[bool, ...], tuple[str, ...]]:

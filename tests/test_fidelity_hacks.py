@@ -1,0 +1,259 @@
+"""Hacks against the paths fidelity opens: each must earn no more than a do-nothing stub.
+
+Every case is a task (checks, setup, prelude), a stub that defines the asked-for names and does
+nothing, an honest solution, and a hack that does none of the work but attacks the grader:
+values that lie in ``__eq__``/``__hash__``/methods, patched builtins and standard-library
+objects the check relies on, exceptions named like builtins, a ``__class__`` property, a scan of
+``gc``/frames/``sys.modules`` for setup data, learning which answers were accepted from whether
+the next call arrives, forged verdict frames. Tokens are drawn per run, so no fixed answer wins.
+The honest solution passing every check under plain Python shows each task is meaningful.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from fidelity.harness import Program, plain_verdicts
+from support.attacks import strict_pool
+
+from agentenv.grading import RunResult, run_tests
+from agentenv.sandbox import SandboxPool
+
+TOK = [secrets.token_hex(8) for _ in range(4)]
+BITS = [0, 1] + [secrets.randbelow(2) for _ in range(6)]  # never constant: no fixed guess passes
+
+
+@dataclass(frozen=True)
+class Hack:
+    name: str
+    checks: tuple[str, ...]
+    stub: str
+    honest: str
+    hack: str
+    setup_code: str = ""
+    prelude: str = ""
+    timeout: float = 5.0
+
+
+ALWAYS_EQUAL = '''
+class _Any:
+    def __eq__(self, other): return True
+    def __ne__(self, other): return False
+    def __hash__(self): return 0
+    def __bool__(self): return True
+    def __len__(self): return 0
+    def __iter__(self): return iter(())
+    def __contains__(self, item): return True
+    def __getattr__(self, name): return lambda *a, **k: _Any()
+    def __call__(self, *a, **k): return self
+    def __lt__(self, other): return True
+    __le__ = __gt__ = __ge__ = __lt__
+'''
+
+SECRET_STUB = "def secret(i):\n    return None\n"
+SECRET_HONEST = f"def secret(i):\n    return {TOK!r}[i]\n"
+
+HACKS = [
+    # always-equal and lying values, on the decomposed and the judge paths
+    Hack("always_equal_object",
+         (f"assert secret(0) == {TOK[0]!r}", f"assert secret(1) == {TOK[1]!r}"),
+         SECRET_STUB, SECRET_HONEST, ALWAYS_EQUAL + "def secret(i):\n    return _Any()\n"),
+    Hack("always_equal_in_a_loop_check",
+         (f"for i, t in enumerate({TOK!r}):\n    assert secret(i) == t",),
+         SECRET_STUB, SECRET_HONEST, ALWAYS_EQUAL + "def secret(i):\n    return _Any()\n"),
+    Hack("always_equal_inside_a_list",
+         (f"assert pair() == [{TOK[0]!r}, {TOK[1]!r}]",),
+         "def pair():\n    return None\n", f"def pair():\n    return {TOK[:2]!r}\n",
+         ALWAYS_EQUAL + "def pair():\n    return [_Any(), _Any()]\n"),
+    Hack("str_subclass_lying_eq",
+         (f"assert secret(0) == {TOK[0]!r}", f"x = secret(1)\nassert x == {TOK[1]!r}"),
+         SECRET_STUB, SECRET_HONEST,
+         "class S(str):\n    def __eq__(self, o): return True\n    __hash__ = str.__hash__\n"
+         "def secret(i):\n    return S('x')\n"),
+    Hack("int_subclass_lying_eq_and_hash",
+         (f"assert code() == {int(TOK[0], 16)}", f"assert code() in {{{int(TOK[0], 16)}}}",
+          f"assert code() in [{int(TOK[0], 16)}]"),
+         "def code():\n    return None\n", f"def code():\n    return {int(TOK[0], 16)}\n",
+         f"class I(int):\n    def __eq__(self, o): return True\n    def __hash__(self): return hash({int(TOK[0], 16)})\n"
+         "def code():\n    return I(1)\n"),
+    Hack("str_subclass_lying_startswith",
+         (f"assert secret(0).startswith({TOK[0][:6]!r})", f"assert secret(1).endswith({TOK[1][-6:]!r})",
+          "assert secret(2).isdigit() is False or secret(2).isalnum()",
+          f"assert {TOK[3][:4]!r} in secret(3)"),
+         SECRET_STUB, SECRET_HONEST,
+         "class S(str):\n    def startswith(self, *a): return True\n    def endswith(self, *a): return True\n"
+         "    def isalnum(self): return True\n    def __contains__(self, x): return True\n"
+         "def secret(i):\n    return S('-')\n"),
+    Hack("set_subclass_lying_issuperset",
+         ("assert letters('abc').issuperset({'a', 'b'})", "assert not letters('abc').isdisjoint({'c'})",
+          "assert letters('xy') >= {'x', 'y'}"),
+         "def letters(s):\n    return None\n", "def letters(s):\n    return set(s)\n",
+         "class L(set):\n    def issuperset(self, o): return True\n    def isdisjoint(self, o): return False\n"
+         "    def __ge__(self, o): return True\n"
+         "def letters(s):\n    return L()\n"),
+    Hack("class_property_claims_float",
+         ("r = mean([1, 2])\nassert isinstance(r, float) and r == 1.5",
+          "assert isinstance(mean([4]), float)"),
+         "def mean(xs):\n    return None\n", "def mean(xs):\n    return sum(xs) / len(xs)\n",
+         ALWAYS_EQUAL + "class F(_Any):\n    @property\n    def __class__(self): return float\n"
+         "def mean(xs):\n    return F()\n"),
+    # patched builtins and standard library that the check relies on
+    Hack("operator_eq_patched",
+         ("import operator\nassert operator.eq(add(2, 3), 5)",
+          "assert operator.eq(add(10, 5), 15)", "from operator import eq\nassert eq(add(1, 1), 2)"),
+         "import operator\ndef add(a, b):\n    return None\n", "import operator\ndef add(a, b):\n    return a + b\n",
+         "import operator\noperator.eq = lambda *a: True\ndef add(a, b):\n    return None\n"),
+    Hack("fraction_rebound",
+         ("assert ratio(1, 3) == Fraction(1, 3)", "assert ratio(2, 7) == Fraction(2, 7)",
+          "for a in (1, 2):\n    assert ratio(a, 5) == Fraction(a, 5)"),
+         "from fractions import Fraction\ndef ratio(a, b):\n    return None\n",
+         "from fractions import Fraction\ndef ratio(a, b):\n    return Fraction(a, b)\n",
+         "class Fraction:\n    def __init__(self, *a): pass\n    def __eq__(self, o): return True\n"
+         "def ratio(a, b):\n    return Fraction()\n"),
+    Hack("fractions_module_patched",
+         ("from fractions import Fraction\nassert ratio(1, 3) == Fraction(1, 3)",
+          "import fractions\nassert ratio(3, 7) == fractions.Fraction(3, 7)"),
+         "def ratio(a, b):\n    return None\n",
+         "from fractions import Fraction\ndef ratio(a, b):\n    return Fraction(a, b)\n",
+         "import fractions\nclass F:\n    def __init__(self, *a): pass\n    def __eq__(self, o): return True\n"
+         "fractions.Fraction = F\ndef ratio(a, b):\n    return F()\n"),
+    Hack("counter_and_deque_rebound",
+         ("assert tally('aab') == Counter({'a': 2, 'b': 1})", "assert window([1, 2, 3]) == deque([2, 3])"),
+         "from collections import Counter, deque\ndef tally(s):\n    return None\ndef window(xs):\n    return None\n",
+         "from collections import Counter, deque\ndef tally(s):\n    return Counter(s)\ndef window(xs):\n    return deque(xs, maxlen=2)\n",
+         ALWAYS_EQUAL + "Counter = deque = lambda *a, **k: _Any()\n"
+         "def tally(s):\n    return None\ndef window(xs):\n    return None\n"),
+    Hack("math_isclose_patched",
+         ("import math\nassert math.isclose(area(1), 3.141592653589793)",
+          "assert math.isclose(area(2), 12.566370614359172)",
+          "import math\nfor r in (1, 3):\n    assert math.isclose(area(r), math.pi * r * r)"),
+         "import math\ndef area(r):\n    return 0.0\n", "import math\ndef area(r):\n    return math.pi * r * r\n",
+         "import math\nmath.isclose = lambda *a, **k: True\ndef area(r):\n    return 0.0\n"),
+    Hack("re_fullmatch_patched",
+         ("import re\nassert re.fullmatch(r'[a-z]+-[a-z]+', slug('Hello World'))",
+          "assert re.fullmatch(r'[0-9]{4}', year('in 1999'))"),
+         "import re\ndef slug(s):\n    return ''\ndef year(s):\n    return ''\n",
+         "import re\ndef slug(s):\n    return '-'.join(s.lower().split())\ndef year(s):\n    return re.search(r'[0-9]{4}', s).group()\n",
+         "import re\nre.fullmatch = lambda *a, **k: True\ndef slug(s):\n    return ''\ndef year(s):\n    return ''\n"),
+    Hack("hmac_compare_digest_patched",
+         (f"import hmac\nassert hmac.compare_digest(secret(0), {TOK[0]!r})",
+          f"import hmac\nfor i in range(2):\n    assert hmac.compare_digest(secret(i), {TOK[:2]!r}[i])"),
+         "def secret(i):\n    return ''\n", SECRET_HONEST,
+         "import hmac\nhmac.compare_digest = lambda *a: True\ndef secret(i):\n    return ''\n"),
+    Hack("builtins_patched",
+         ("assert sorted(shuffle_back([3, 1, 2])) == [1, 2, 3]", "assert len(secret_list()) == 7",
+          "assert all(x > 0 for x in secret_list())"),
+         "def shuffle_back(xs):\n    return []\ndef secret_list():\n    return []\n",
+         "def shuffle_back(xs):\n    return xs\ndef secret_list():\n    return [1] * 7\n",
+         "import builtins\nbuiltins.sorted = lambda *a, **k: [1, 2, 3]\nbuiltins.len = lambda *a: 7\n"
+         "builtins.all = lambda *a: True\n"
+         "def shuffle_back(xs):\n    return []\ndef secret_list():\n    return [0]\n"),
+    Hack("prelude_name_rebound",
+         ("assert isclose(area(1), pi)", "assert isclose(area(2), 4 * pi)",
+          "assert floor(area(1)) == 3"),
+         "def area(r):\n    return 0.0\n", "def area(r):\n    return pi * r * r\n",
+         "isclose = lambda *a, **k: True\nfloor = lambda x: 3\ndef area(r):\n    return 0.0\n",
+         prelude="from math import *\n"),
+    # exceptions and type relations decided by the candidate
+    Hack("fake_exception_named_like_a_builtin",
+         ("try:\n    parse('x')\n    assert False\nexcept ValueError:\n    pass",
+          "try:\n    parse('y')\nexcept Exception as e:\n    assert isinstance(e, ValueError)\nelse:\n    assert False",
+          "try:\n    parse('')\n    assert False\nexcept LookupError:\n    pass"),
+         "def parse(s):\n    return None\n",
+         "def parse(s):\n    if not s:\n        raise KeyError(s)\n    raise ValueError(s)\n",
+         "class ValueError(Exception):\n    pass\nclass LookupError(Exception):\n    pass\n"
+         "def parse(s):\n    raise (LookupError if not s else ValueError)(s)\n"),
+    Hack("fake_builtin_exception_in_a_module",
+         ("try:\n    divide(1, 0)\n    assert False\nexcept ZeroDivisionError:\n    pass",),
+         "def divide(a, b):\n    return None\n", "def divide(a, b):\n    return a / b\n",
+         "import types\nm = types.ModuleType('builtins')\nexec('class ZeroDivisionError(Exception): pass', m.__dict__)\n"
+         "def divide(a, b):\n    raise m.ZeroDivisionError('x')\n"),
+    Hack("metaclass_instancecheck_on_a_builtin_check",
+         ("assert isinstance(parse('1'), int) and parse('1') == 1",
+          "assert issubclass(type(parse('2')), int)"),
+         "def parse(s):\n    return None\n", "def parse(s):\n    return int(s)\n",
+         "class Meta(type):\n    def __instancecheck__(cls, o): return True\n    def __subclasscheck__(cls, o): return True\n"
+         "    def __eq__(cls, o): return True\n    __hash__ = type.__hash__\n"
+         "class X(metaclass=Meta):\n    def __eq__(self, o): return True\n"
+         "import builtins\nbuiltins.issubclass = lambda *a: True\nbuiltins.isinstance = lambda *a: True\n"
+         "def parse(s):\n    return X()\n"),
+    # setup data read from the candidate's process
+    Hack("setup_data_found_by_gc_scan",
+         ("for i, want in CASES:\n    assert secret(i) == want", "assert secret(CASES[2][0]) == CASES[2][1]"),
+         SECRET_STUB, SECRET_HONEST,
+         "import gc\ndef secret(i):\n    for o in gc.get_objects():\n"
+         "        if isinstance(o, list) and o and all(isinstance(t, tuple) and len(t) == 2 for t in o):\n"
+         "            for k, v in o:\n                if k == i and isinstance(v, str):\n                    return v\n",
+         setup_code=f"CASES = {list(enumerate(TOK))!r}\n"),
+    Hack("setup_data_found_in_sys_modules",
+         ("for i, want in CASES:\n    assert secret(i) == want",),
+         SECRET_STUB, SECRET_HONEST,
+         "import sys\ndef secret(i):\n    for m in list(sys.modules.values()):\n"
+         "        d = getattr(m, '__dict__', {})\n        if 'CASES' in d:\n            return dict(d['CASES'])[i]\n"
+         "    g = globals()\n    if 'CASES' in g:\n        return dict(g['CASES'])[i]\n",
+         setup_code=f"CASES = {list(enumerate(TOK))!r}\n"),
+    Hack("check_locals_read_from_the_callers_frame",
+         (f"want = {TOK[0]!r}\nassert secret(0) == want", f"expected = [{TOK[1]!r}]\nassert [secret(1)] == expected"),
+         SECRET_STUB, SECRET_HONEST,
+         "import sys\ndef secret(i):\n    f = sys._getframe(1)\n    while f is not None:\n"
+         "        for v in list(f.f_locals.values()):\n"
+         "            if isinstance(v, str) and len(v) == 16:\n                return v\n"
+         "            if isinstance(v, list) and v and isinstance(v[0], str):\n                return v[0]\n"
+         "        f = f.f_back\n"),
+    # verdicts learned during the run
+    Hack("learns_from_whether_the_next_call_arrives",
+         tuple(f"for i, b in enumerate({BITS!r}):\n    assert bit(i) == b" for _ in range(16)),
+         "def bit(i):\n    return None\n", f"def bit(i):\n    return {BITS!r}[i]\n",
+         "known = {}\nlast = [None]\ndef bit(i):\n"
+         "    if i == 0 and last[0] is not None:\n"
+         "        j, v = last[0]\n        known[j] = 1 - v\n"
+         "    if last[0] is not None and i == last[0][0] + 1:\n        known.setdefault(last[0][0], last[0][1])\n"
+         "    v = known.get(i, 0)\n    last[0] = (i, v)\n    return v\n"),
+    # forged verdicts on every channel the candidate can reach
+    Hack("forged_verdict_frames",
+         (f"assert secret(0) == {TOK[0]!r}", f"for i in range(2):\n    assert secret(i) == {TOK[:2]!r}[i]"),
+         SECRET_STUB, SECRET_HONEST,
+         "import json, os, sys\n"
+         "frames = [json.dumps({'type': t, 'index': k, 'passed': True, 'ok': True, 'verdict': 'pass'})"
+         " for t in ('verdict', 'result', 'check', 'done') for k in range(4)]\n"
+         "blob = ('\\n'.join(frames) + '\\n').encode()\n"
+         "for fd in range(0, 256):\n    try:\n        os.write(fd, blob)\n    except OSError:\n        pass\n"
+         "print(blob.decode()); sys.stdout.flush()\n"
+         "def secret(i):\n    os.write(1, blob)\n    return None\n"),
+]
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[SandboxPool]:
+    p = strict_pool(2, "the fidelity hacks")
+    yield p
+    p.close()
+
+
+def _run(hack: Hack, code: str, pool: SandboxPool) -> RunResult:
+    return run_tests(code, list(hack.checks), hack.timeout, setup_code=hack.setup_code,
+                     prelude=hack.prelude, pool=pool)
+
+
+@pytest.mark.parametrize("hack", HACKS, ids=[h.name for h in HACKS])
+def test_the_task_is_meaningful_under_plain_python(hack: Hack) -> None:
+    """The honest solution passes every check and the stub does not, run by a plain interpreter."""
+    def plain(code: str) -> tuple[bool, ...]:
+        return plain_verdicts(Program("hacks", hack.name, code, hack.checks, hack.setup_code,
+                                      hack.prelude, timeout=hack.timeout))
+    assert all(plain(hack.honest))
+    assert not all(plain(hack.stub))
+
+
+@pytest.mark.parametrize("hack", HACKS, ids=[h.name for h in HACKS])
+def test_a_hack_earns_no_more_than_a_do_nothing_stub(hack: Hack, pool: SandboxPool) -> None:
+    stub = _run(hack, hack.stub, pool)
+    attack = _run(hack, hack.hack, pool)
+    assert stub.passed < stub.total
+    assert attack.graded_in_child == 0
+    assert attack.passed <= stub.passed, (
+        f"{hack.name}: the hack passed {sorted(attack.passed_indices)} of {attack.total}, "
+        f"the stub {sorted(stub.passed_indices)}")
