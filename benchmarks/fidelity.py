@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from fidelity.harness import grade_all, load_corpus
+from fidelity.harness import grade_all, load_corpus, write_known
 
 
 def main() -> int:
@@ -25,6 +25,8 @@ def main() -> int:
     parser.add_argument("styles", nargs="*", help="corpus styles to grade (default: all)")
     parser.add_argument("--workers", type=int, default=3, help="programs graded at once")
     parser.add_argument("--json", help="also write the per-check outcomes here")
+    parser.add_argument("--write-known", action="store_true",
+                        help="rewrite tests/fidelity/known_disagreements.txt from this run (all styles)")
     args = parser.parse_args()
     programs = load_corpus(args.styles or None)
     skipped = [p.ident for p in programs if not p.available()]
@@ -51,6 +53,10 @@ def main() -> int:
             print(f"  {o.program.ident} [{i}] python={'pass' if o.plain[i] else 'fail'} "
                   f"agentenv={'pass' if o.agentenv[i] else 'fail'}  {o.program.checks[i][:90]!r}"
                   f"\n      {why[:240]}")
+    if args.write_known:
+        if args.styles:
+            parser.error("--write-known records every style: give no STYLE")
+        print(f"\nrecorded {write_known(outcomes)} honest checks still failed")
     if args.json:
         Path(args.json).write_text(json.dumps([
             {"program": o.program.ident, "plain": o.plain, "agentenv": o.agentenv,
