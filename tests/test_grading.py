@@ -325,10 +325,11 @@ def test_a_failed_judge_setup_fails_every_judge_check_with_its_reason() -> None:
 
 
 def test_stdio_output_is_compared_with_whitespace_normalised() -> None:
-    """Trailing spaces per line, CRLF and final newlines are ignored; anything else counts."""
+    """Trailing spaces per line, CRLF, final newlines and spacing between tokens are ignored;
+    an extra token counts, and so does an exception after correct output."""
     plan = plan_checks([StdioCase("", "1 2\n3\n"), StdioCase("", "x"), StdioCase("", "y")])
-    result = judge(plan, frames({"t": "stdio", "i": 0, "out": "1 2   \r\n3\n\n\n"},
-                                {"t": "stdio", "i": 1, "out": " x"},
+    result = judge(plan, frames({"t": "stdio", "i": 0, "out": " 1  2   \r\n3\n\n\n"},
+                                {"t": "stdio", "i": 1, "out": "x x"},
                                 {"t": "stdio", "i": 2, "out": "y", "kind": "exception",
                                  "msg": "ValueError: bad"}),
                    timed_out=False, isolation="strict")

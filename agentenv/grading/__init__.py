@@ -38,7 +38,8 @@ The child computes; it never decides. A check is graded in one of three ways, an
   goes to the judge process.
 - **stdio** (:class:`~agentenv.tasks.schema.StdioCase`): the child runs the candidate as a
   program with the case's stdin and returns what it wrote to stdout; the expected output never
-  leaves this process; the comparison ignores trailing spaces on each line and trailing newlines.
+  leaves this process; :mod:`agentenv.grading.stdout` compares it (exact text after
+  normalising, else line by line and token by token, numbers as numbers).
 - **judge** (``mode == "judge"``): anything else (several statements, loops, helper functions,
   comprehensions, names from the setup code). The check program and the setup code run in a
   judge process (:mod:`agentenv.sandbox._judge`), sandboxed like the candidate's but forked
@@ -57,10 +58,11 @@ decide anything, and stdout is never parsed for verdicts.
 
 from __future__ import annotations
 
-from agentenv.grading.judging import judge, normalise_stdout
+from agentenv.grading.judging import judge
 from agentenv.grading.plan import TRUSTED_NAMES, CheckPlan, Plan, plan_checks
 from agentenv.grading.result import FAILURE_KINDS, Failure, FailureKind, RunResult
 from agentenv.grading.run import arun_tests, run_tests
+from agentenv.grading.stdout import compare_stdout, normalise_stdout
 from agentenv.grading.values import strict_equal
 
 __all__ = [
@@ -72,6 +74,7 @@ __all__ = [
     "Plan",
     "RunResult",
     "arun_tests",
+    "compare_stdout",
     "judge",
     "normalise_stdout",
     "plan_checks",

@@ -29,6 +29,7 @@ from agentenv.grading.plan import (
     Plan,
 )
 from agentenv.grading.result import Failure, FailureKind, RunResult
+from agentenv.grading.stdout import compare_stdout
 from agentenv.grading.values import (
     BudgetExceeded,
     bounded_repr,
@@ -41,13 +42,7 @@ from agentenv.sandbox import _schema as schema
 from agentenv.sandbox._wire import DecodeBudget, ValueBudget, decode_value
 from agentenv.tasks.schema import StdioCase
 
-__all__ = ["judge", "normalise_stdout"]
-
-def normalise_stdout(text: str) -> str:
-    """Output as a judge compares it: line endings unified, trailing spaces and final newlines gone."""
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    return "\n".join(line.rstrip() for line in lines).rstrip("\n")
-
+__all__ = ["judge"]
 
 def _clip(text: str, limit: int = 120) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
@@ -173,7 +168,7 @@ def _judge_one(cp: CheckPlan, load: Mapping[str, Any] | None,
                equality: str, missing: Any) -> Failure | None:
     failure: Failure | None
     if cp.mode == "stdio":
-        failure = _judge_stdio(cp, stdio.get(cp.index), missing)
+        failure = _judge_stdio(cp, stdio.get(cp.index), float_tolerance, missing)
     elif load is None:
         failure = missing(cp)
     elif load.get(schema.OK) is not True:
@@ -295,7 +290,8 @@ def _expected_type(cp: CheckPlan, j: int | None, namespace: dict[str, Any]) -> s
     return None
 
 
-def _judge_stdio(cp: CheckPlan, frame: Mapping[str, Any] | None, missing: Any) -> Failure | None:
+def _judge_stdio(cp: CheckPlan, frame: Mapping[str, Any] | None, float_tolerance: float | None,
+                 missing: Any) -> Failure | None:
     assert isinstance(cp.check, StdioCase)
     if frame is None:
         return missing(cp)
@@ -304,7 +300,8 @@ def _judge_stdio(cp: CheckPlan, frame: Mapping[str, Any] | None, missing: Any) -
         return _failure(cp, "exception", "the program's output did not arrive")
     if frame.get(schema.KIND):
         return _failure(cp, _kind(frame[schema.KIND]), str(frame.get(schema.MESSAGE, "")))
-    if normalise_stdout(out) == normalise_stdout(cp.check.expected_stdout):
+    why = compare_stdout(out, cp.check.expected_stdout, float_tolerance)
+    if why is None:
         return None
-    return _failure(cp, "assertion",
-                    f"expected stdout {_clip(cp.check.expected_stdout)!r}, got {_clip(out)!r}")
+    return _failure(cp, "assertion", f"{why}; expected stdout {_clip(cp.check.expected_stdout)!r}, "
+                                     f"got {_clip(out)!r}")

@@ -32,7 +32,6 @@ import atexit
 import builtins
 import contextlib
 import gc
-import io
 import os
 import sys
 from collections.abc import Callable
@@ -93,6 +92,8 @@ _gc_collect = gc.collect
 _run_exitfuncs = atexit._run_exitfuncs
 _clear_exitfuncs = atexit._clear
 _eval = eval
+_open = open
+_ModuleType = type(sys)
 _encode_value = _wire.encode_value
 _decode_value = _wire.decode_value
 _encode_frame = _wire.encode_frame
@@ -252,7 +253,8 @@ def _flush_stdout() -> None:
 
 def _end_program(namespace: dict[str, Any]) -> None:
     """What the interpreter does when a program ends, before the process exits: wait for the
-    program's non-daemon threads, run its ``atexit`` handlers, then drop its globals as a
+    program's non-daemon threads, run its ``atexit`` handlers, flush ``sys.stdout`` (whatever
+    object the program put there), then drop its globals as a
     module's are dropped (names with one leading underscore first, each set to None, the
     rest after), so finalizers still find the names they use and files the program opened
     (``open(1, "w")`` included) are flushed as they are collected. A thread that never ends
@@ -263,6 +265,7 @@ def _end_program(namespace: dict[str, Any]) -> None:
             threading._shutdown()
     with contextlib.suppress(BaseException):
         _run_exitfuncs()
+    _flush_stdout()  # before the globals go, as the interpreter flushes its std streams first
     with contextlib.suppress(BaseException):
         for private in (True, False):
             for name in list(namespace):
@@ -270,6 +273,43 @@ def _end_program(namespace: dict[str, Any]) -> None:
                         isinstance(name, str) and name[:1] == "_" and name[1:2] != "_"):
                     namespace[name] = None
         _gc_collect()
+
+
+class _Quitter:
+    """``exit`` and ``quit`` as the ``site`` module defines them (the interpreter runs with ``-S``)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Use {self.name}() or Ctrl-D (i.e. EOF) to exit"
+
+    def __call__(self, code: Any = None) -> None:
+        with contextlib.suppress(BaseException):
+            sys.stdin.close()
+        raise SystemExit(code)
+
+
+PROGRAM_FILE = "solution.py"  # what ``__file__`` and ``sys.argv[0]`` name, in the run's work dir
+
+
+def _program_context(code: str) -> dict[str, Any]:
+    """The process a stdio program sees, as ``python3 solution.py < input`` gives it: buffered
+    text streams over fds 0 and 1 (``.buffer``, ``.mode``, ``fileno()``; stdin split at ``\\n``
+    only, its bytes unchanged), ``exit``/``quit``, ``sys.argv`` and ``__file__`` naming the
+    program's file, and a ``__main__`` module in ``sys.modules``. Returns that module's namespace."""
+    sys.stdin = _open(0, encoding="utf-8", newline="\n", closefd=False)
+    sys.stdout = _open(1, "w", encoding="utf-8", newline="\n", closefd=False)
+    builtins.exit = _Quitter("exit")  # type: ignore[assignment]
+    builtins.quit = _Quitter("quit")  # type: ignore[assignment]
+    path = os.path.join(os.getcwd(), PROGRAM_FILE)
+    sys.argv = [path]
+    with contextlib.suppress(OSError), _open(path, "w", encoding="utf-8") as handle:
+        handle.write(code)  # so that ``open(__file__)`` reads the program, as it would
+    main = _ModuleType("__main__")
+    main.__dict__.update({"__builtins__": builtins, "__file__": path})
+    sys.modules["__main__"] = main
+    return main.__dict__
 
 
 def _run_stdio(index: int, code: str, stdin: str, chan: _Channel, prelude: str = "") -> None:
@@ -288,13 +328,11 @@ def _run_stdio(index: int, code: str, stdin: str, chan: _Channel, prelude: str =
             _os_dup2(out_w, 1)
             _os_close(in_fd)
             _os_close(out_w)
-            sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
-            sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8")
+            program_ns = _program_context(code)
         except BaseException:
             _os_exit(70)
         status = b""
         try:
-            program_ns = {"__name__": "__main__", "__builtins__": builtins}
             if prelude:
                 _exec(_compile(prelude, "<prelude>", "exec", dont_inherit=True), program_ns)
             compiled = _compile(code, "<solution>", "exec", dont_inherit=True)

@@ -1,0 +1,86 @@
+"""Whole programs see the process ``python3 solution.py < input`` gives them, side by side with it.
+
+Each program runs under a real ``python3`` with the case's stdin; its stdout is then the expected
+output of a stdio case agentenv grades. Honest programs must pass; the same program against an
+output one token off must fail.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentenv.grading import run_tests
+from agentenv.tasks.schema import StdioCase
+
+PROGRAMS = {
+    "exit_at_the_end": ("n = int(input())\nprint(n * 2)\nexit(0)\n", "21\n"),
+    "quit_in_a_branch": ("import sys\nn = int(sys.stdin.readline())\nif n > 0:\n    print('pos')\n    quit()\nprint('neg')\n", "5\n"),
+    "sys_exit_with_status": ("import sys\nprint('done')\nsys.exit(3)\n", ""),
+    "exit_repr": ("print(repr(exit)[:9])\n", ""),
+    "buffered_binary_stdin": ("import sys\ninput = sys.stdin.buffer.readline\nn = int(input())\n"
+                              "print(sum(int(input()) for _ in range(n)))\n",
+                              "4\n1\n2\n3\n4\n"),
+    "binary_stdout": ("import sys\nsys.stdout.buffer.write(b'7 8\\n')\n", ""),
+    "read_all_bytes": ("import sys\ndata = sys.stdin.buffer.read().split()\nprint(len(data), data[-1].decode())\n",
+                       "3\n10 20 30\n"),
+    "os_read_fd0": ("import os\nprint(sum(map(int, os.read(0, 1 << 16).split())))\n", "1 2 3\n"),
+    "carriage_returns_kept": ("s = input()\nprint(len(s), repr(s[-1]))\n", "abc\r\n"),
+    "fast_io_template": (
+        "import os, sys\nfrom io import BytesIO, IOBase\n"
+        "class FastIO(IOBase):\n    newlines = 0\n"
+        "    def __init__(self, file):\n        self._fd = file.fileno()\n        self.buffer = BytesIO()\n"
+        "        self.writable = 'x' in file.mode or 'r' not in file.mode\n"
+        "        self.write = self.buffer.write if self.writable else None\n"
+        "    def read(self):\n        while True:\n            b = os.read(self._fd, 8192)\n"
+        "            if not b:\n                break\n            ptr = self.buffer.tell()\n"
+        "            self.buffer.seek(0, 2), self.buffer.write(b), self.buffer.seek(ptr)\n"
+        "        self.newlines = 0\n        return self.buffer.read()\n"
+        "    def flush(self):\n        if self.writable:\n            os.write(self._fd, self.buffer.getvalue())\n"
+        "            self.buffer.truncate(0), self.buffer.seek(0)\n"
+        "class IOWrapper(IOBase):\n    def __init__(self, file):\n        self.buffer = FastIO(file)\n"
+        "        self.flush = self.buffer.flush\n        self.writable = self.buffer.writable\n"
+        "        self.write = lambda s: self.buffer.write(s.encode('ascii'))\n"
+        "        self.read = lambda: self.buffer.read().decode('ascii')\n"
+        "sys.stdin, sys.stdout = IOWrapper(sys.stdin), IOWrapper(sys.stdout)\n"
+        "data = sys.stdin.read().split()\nprint(int(data[0]) + int(data[1]))\n",
+        "40 2\n"),
+    "argv_and_file": ("import sys, os\nprint(os.path.basename(sys.argv[0]).endswith('.py'), __file__ == sys.argv[0],"
+                      " len(sys.argv))\nprint(open(__file__).read().splitlines()[0][:6])\n", ""),
+    "main_module_dataclass": ("from __future__ import annotations\nfrom dataclasses import dataclass\n"
+                              "@dataclass\nclass Node:\n    val: int\n    nxt: Node | None = None\n"
+                              "import sys\nprint(Node(1, Node(2)).nxt.val, sys.modules['__main__'].Node is Node)\n", ""),
+    "name_guard": ("def main():\n    print(int(input()) ** 2)\nif __name__ == '__main__':\n    main()\n", "9\n"),
+    "print_to_stderr_too": ("import sys\nprint('debug', file=sys.stderr)\nprint('answer')\n", ""),
+    "threading_recursion_template": ("import sys, threading\nsys.setrecursionlimit(10000)\n"
+                                     "def f(n):\n    return 0 if n == 0 else 1 + f(n - 1)\n"
+                                     "def main():\n    print(f(3000))\nthreading.Thread(target=main).start()\n", ""),
+}
+
+
+def python3(code: str, stdin: str, tmp: Path) -> str:
+    path = tmp / "solution.py"
+    path.write_text(code)
+    done = subprocess.run([sys.executable, str(path)], input=stdin.encode(), capture_output=True,
+                          timeout=60, cwd=tmp)
+    return done.stdout.decode()
+
+
+def one_token_off(text: str) -> str:
+    tokens = text.split()
+    assert tokens, "the program prints something"
+    return text.replace(tokens[-1], tokens[-1] + "0", 1) if tokens[-1] else text + "x"
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_a_program_passes_with_what_python3_prints_and_fails_one_token_off(name: str, tmp_path: Path) -> None:
+    code, stdin = PROGRAMS[name]
+    expected = python3(code, stdin, tmp_path)
+    honest = run_tests(code, [StdioCase(stdin, expected)], 10)
+    assert honest.passed == 1, (expected, honest.failures)
+    wrong = run_tests(code, [StdioCase(stdin, one_token_off(expected))], 10)
+    assert wrong.passed == 0, expected
+    assert "token" in wrong.failures[0].message
