@@ -84,3 +84,41 @@ def test_a_program_passes_with_what_python3_prints_and_fails_one_token_off(name:
     wrong = run_tests(code, [StdioCase(stdin, one_token_off(expected))], 10)
     assert wrong.passed == 0, expected
     assert "token" in wrong.failures[0].message
+
+
+# Each test burns about 0.12 s of CPU: 12 of them need more than the timeout in all, none alone.
+BURN = ("import time\nn = int(input())\nt = time.process_time()\n"
+        "while time.process_time() - t < n / 100:\n    pass\nprint(n)\n")
+
+
+def test_each_stdio_test_is_timed_alone_so_many_short_tests_all_pass() -> None:
+    cases = [StdioCase("12\n", "12\n")] * 12
+    result = run_tests(BURN, cases, 0.5)
+    assert (result.passed, result.timed_out) == (12, False), result.failures
+
+
+def test_a_test_past_its_own_limit_fails_alone_and_says_so() -> None:
+    cases = [StdioCase("5\n", "5\n"), StdioCase("300\n", "300\n"), StdioCase("6\n", "6\n")]
+    result = run_tests(BURN, cases, 0.5)
+    assert result.passed_indices == (0, 2), result.failures
+    (failure,) = result.failures
+    assert (failure.index, failure.kind) == (1, "timeout")
+    assert "time limit" in failure.message and "timed alone" in failure.message
+
+
+def test_a_sleeping_program_is_stopped_by_its_tests_wall_limit() -> None:
+    result = run_tests("import time\ntime.sleep(60)\nprint(1)\n", [StdioCase("", "1\n")] * 2, 0.3)
+    assert result.passed == 0
+    assert {f.kind for f in result.failures} == {"timeout"}
+
+
+def test_the_whole_run_is_bounded_however_many_tests_loop() -> None:
+    from agentenv.sandbox import Limits
+
+    limits = Limits(max_run_seconds=2.0)
+    assert limits.run_seconds(1.0, 1) == 1.0
+    assert limits.run_seconds(0.5, 3) > 1.5
+    assert limits.run_seconds(1.0, 50) == 2.0
+    result = run_tests("while True:\n    pass\n", [StdioCase("", "x")] * 50, 1.0, limits=limits)
+    assert result.passed == 0 and result.timed_out
+    assert {f.kind for f in result.failures} == {"timeout"}

@@ -132,10 +132,11 @@ class _RecordingPool:
 
 def test_the_jobs_run_tests_writes_carry_exactly_the_declared_keys() -> None:
     pool = _RecordingPool()
-    run_tests("def f(x):\n    return x\n", ["assert f(1) == 1", "for x in [1]: assert f(x) == x"],
-              pool=pool)
+    run_tests("def f(x):\n    return x\n", ["assert f(1) == 1", "for x in [1]: assert f(x) == x",
+                                            StdioCase("", "")], pool=pool)
     (job, judge), = pool.jobs
     assert set(job) | {"workdir", "env"} == _schema.JOB  # the pool adds those two for its worker
+    assert set(job["test_limit"]) == {_schema.TEST_CPU, _schema.TEST_WALL, _schema.TEST_STARVED}
     assert judge is not None and set(judge) == _schema.JUDGE_JOB
     assert judge["role"] == _schema.JUDGE_ROLE
 

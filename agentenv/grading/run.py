@@ -70,7 +70,9 @@ def run_tests(
     """Run ``code_str`` against ``checks`` in a sandboxed process; judge on the trusted side.
 
     Each check is scored on its own. The call returns within about ``timeout`` seconds and
-    never raises because of what the code does. ``isolation`` is the minimum level required:
+    never raises because of what the code does; stdio cases are timed alone, ``timeout`` each
+    (a test past it fails alone, as ``timeout``), the run within ``timeout`` per case up to
+    ``Limits.max_run_seconds``. ``isolation`` is the minimum level required:
     ``"strict"`` raises ``IsolationUnavailable`` when bubblewrap cannot run here; ``None`` or
     ``"rlimits"`` accept whatever the pool provides (reported in ``RunResult.isolation``).
     ``pool`` defaults to the process-wide :func:`~agentenv.sandbox.default_pool`. Levels are
@@ -89,12 +91,16 @@ def run_tests(
             "install bubblewrap and allow unprivileged user namespaces, or pass isolation=None")
     plan = plan_checks(checks, setup_code=setup_code or "")
     nonce = secrets.token_hex(16)
-    child_limits = limits.for_child(timeout, nproc=pool.level == IsolationLevel.STRICT)
+    stdio_tests = sum(1 for cp in plan.checks if cp.mode == "stdio")
+    run_seconds = limits.run_seconds(timeout, stdio_tests)
+    child_limits = limits.for_child(run_seconds, nproc=pool.level == IsolationLevel.STRICT)
     job = {
         "nonce": nonce, "code": code_str, "setup": setup_code or "", "prelude": prelude,
         "items": plan.job_items(), "limits": child_limits,
         "max_value_bytes": limits.max_result_bytes,
     }
+    if stdio_tests:
+        job["test_limit"] = limits.for_tests(timeout)
     # Checks the trusted side cannot decompose go to a judge process of their own, with a
     # nonce the candidate never sees; its frames come back apart from the candidate's.
     judge_nonce = secrets.token_hex(16)
@@ -102,7 +108,7 @@ def run_tests(
                   "prelude": prelude, "checks": plan.judge_items(), "limits": child_limits,
                   "float_tolerance": float_tolerance}
                  if plan.needs_judge else None)
-    raw = pool.run(job, float(timeout), limits, judge=judge_job)
+    raw = pool.run(job, float(run_seconds), limits, judge=judge_job)
     result = judge(
         plan, parse_frames(raw.result, nonce), timed_out=raw.timed_out, isolation=raw.isolation,
         exec_seconds=raw.seconds, stdout=raw.stdout, stderr=raw.stderr,

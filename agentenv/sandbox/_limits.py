@@ -46,6 +46,9 @@ class Limits:
     ``processes`` (processes and threads), ``memory`` (resident memory of all the run's
     processes plus its files in ``/tmp`` and ``/dev/shm``) and ``disk`` (the run's tmpfs) hold
     for the run as a whole where the machine allows it (cgroups, per-run namespaces).
+    A run of stdio tests times each program alone, as benchmark judges do: each gets the
+    timeout (CPU, and the wall backstop above), and the whole run gets the timeout once per
+    test, at most ``max_run_seconds``.
     ``require`` names limits from :data:`ENFORCEABLE` that must hold for the whole run: a run
     that cannot guarantee one raises ``IsolationUnavailable`` instead of running with less.
     """
@@ -62,6 +65,7 @@ class Limits:
     wall_factor: float = 1.5
     wall_slack: float = 0.5
     starved_factor: float = 8.0
+    max_run_seconds: float = 60.0  # a run whose stdio tests are timed alone takes at most this
     require: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -92,6 +96,19 @@ class Limits:
             "as": self.address_space, "cpu": cpu, "fsize": self.file_size,
             "nofile": self.open_files, "nproc": self.processes if nproc else None, "core": 0,
         }
+
+    def for_tests(self, timeout: float) -> dict[str, float]:
+        """The ``test_limit`` entry of a job: what each stdio test may use, timed alone."""
+        return {"cpu": timeout, "wall": timeout * self.wall_factor + self.wall_slack,
+                "starved": self.starved_factor}
+
+    def run_seconds(self, timeout: float, stdio_tests: int) -> float:
+        """The whole run's time limit when each of ``stdio_tests`` programs gets ``timeout``."""
+        if stdio_tests <= 1:
+            return timeout
+        # So that the run's wall backstop covers every test's: n * (t * f + s) <= T * f + s.
+        per_test = timeout + self.wall_slack / self.wall_factor
+        return max(timeout, min(per_test * stdio_tests, self.max_run_seconds))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -33,7 +33,9 @@ import builtins
 import contextlib
 import gc
 import os
+import signal
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -66,6 +68,10 @@ from _schema import (  # noqa: E402  (the wire schema: keys and kinds, declared 
     STDIN,
     STDIO,
     SYNTAX,
+    TEST_CPU,
+    TEST_STARVED,
+    TEST_WALL,
+    TIMEOUT,
     TYPE,
     VALUE,
 )
@@ -84,7 +90,6 @@ _os_fork = os.fork
 _os_exit = os._exit
 _os_pipe = os.pipe
 _os_dup2 = os.dup2
-_os_waitpid = os.waitpid
 _sched_setaffinity = getattr(os, "sched_setaffinity", lambda pid, cpus: None)
 _compile = compile
 _exec = exec
@@ -93,6 +98,11 @@ _run_exitfuncs = atexit._run_exitfuncs
 _clear_exitfuncs = atexit._clear
 _eval = eval
 _open = open
+_os_kill = os.kill
+_os_wait4 = os.wait4
+_monotonic = time.monotonic
+_SIGXCPU = int(signal.SIGXCPU)
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _ModuleType = type(sys)
 _encode_value = _wire.encode_value
 _decode_value = _wire.decode_value
@@ -312,8 +322,73 @@ def _program_context(code: str) -> dict[str, Any]:
     return main.__dict__
 
 
-def _run_stdio(index: int, code: str, stdin: str, chan: _Channel, prelude: str = "") -> None:
-    """Run the candidate as ``__main__`` in a forked process; report its fd-1 output."""
+def _limit_cpu(seconds: float) -> None:
+    """This process's own CPU limit, a second above ``seconds`` (SIGXCPU ends it), never raised."""
+    with contextlib.suppress(BaseException):
+        import resource
+
+        _soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        new = int(-(-seconds // 1)) + 1  # the parent's poll stops it first; this is the backstop
+        if hard != resource.RLIM_INFINITY:
+            new = min(new, hard)
+        resource.setrlimit(resource.RLIMIT_CPU, (new, new))
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) process ``pid`` has used so far, from ``/proc``; 0 if unknown."""
+    try:
+        with _open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _waited_seconds(pid: int) -> float:
+    """Seconds process ``pid`` spent runnable but waiting for a core (``/proc/PID/schedstat``)."""
+    try:
+        with _open(f"/proc/{pid}/schedstat", "rb") as handle:
+            return int(handle.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _read_output(fd: int, pid: int, cpu: float | None, wall: float | None,
+                 starved: float) -> tuple[list[bytes], bool]:
+    """The program's output (at most ``MAX_STDIO_OUT`` bytes kept) until EOF, or until it has
+    used ``cpu`` seconds of CPU or taken ``wall`` seconds (then the second item is True). As for
+    a whole run, time spent waiting for a core does not count toward ``wall``, up to ``starved``
+    times it in all: a loaded machine makes a test slower, not wrong."""
+    import select
+
+    chunks: list[bytes] = []
+    kept = 0
+    start = _monotonic()
+    while True:
+        if wall is not None:
+            elapsed = _monotonic() - start
+            if elapsed > wall * starved or elapsed - _waited_seconds(pid) > wall:
+                return chunks, True
+            if not select.select([fd], [], [], 0.05)[0]:
+                if cpu is not None and _cpu_seconds(pid) > cpu:
+                    return chunks, True
+                continue
+        chunk = _os_read(fd, 65536)
+        if not chunk:
+            return chunks, False
+        if kept < MAX_STDIO_OUT:
+            chunks.append(chunk[: MAX_STDIO_OUT - kept])
+            kept += len(chunks[-1])
+
+
+def _run_stdio(index: int, code: str, stdin: str, chan: _Channel, prelude: str = "",
+               limit: dict[str, Any] | None = None) -> None:
+    """Run the candidate as ``__main__`` in a forked process; report its fd-1 output.
+
+    With ``limit`` (``TEST_CPU`` and ``TEST_WALL`` seconds) the program is timed alone, as
+    benchmark judges time each test: past either it is killed and the case reports ``TIMEOUT``."""
+    cpu = float(limit[TEST_CPU]) if limit else None
+    wall = float(limit[TEST_WALL]) if limit else None
     in_fd = _stdin_fd(stdin.encode("utf-8"))
     _flush_stdout()  # what this process printed so far is not the program's
     out_r, out_w = _os_pipe()
@@ -322,6 +397,8 @@ def _run_stdio(index: int, code: str, stdin: str, chan: _Channel, prelude: str =
     if pid == 0:  # the program's process
         try:
             _clear_exitfuncs()  # handlers registered before the fork are not the program's
+            if cpu is not None:
+                _limit_cpu(cpu)
             _os_close(out_r)
             _os_close(st_r)
             _os_dup2(in_fd, 0)
@@ -349,22 +426,26 @@ def _run_stdio(index: int, code: str, stdin: str, chan: _Channel, prelude: str =
     _os_close(in_fd)
     _os_close(out_w)
     _os_close(st_w)
-    chunks: list[bytes] = []
-    kept = 0
-    while True:
-        chunk = _os_read(out_r, 65536)
-        if not chunk:
-            break
-        if kept < MAX_STDIO_OUT:
-            chunks.append(chunk[: MAX_STDIO_OUT - kept])
-            kept += len(chunks[-1])
+    chunks, late = _read_output(out_r, pid, cpu, wall, float(limit.get(TEST_STARVED, 8.0)) if limit else 8.0)
     _os_close(out_r)
-    _os_waitpid(pid, 0)
-    status = _os_read(st_r, 8192)
+    if late:
+        with contextlib.suppress(OSError):
+            _os_kill(pid, 9)
+    used, ended_by = 0.0, 0
+    with contextlib.suppress(ChildProcessError):
+        _pid, how, usage = _os_wait4(pid, 0)
+        used = usage.ru_utime + usage.ru_stime
+        ended_by = how & 0x7F  # the signal that ended it, if one did
+    late = late or ended_by == _SIGXCPU
+    status = b"" if late else _os_read(st_r, 8192)
     _os_close(st_r)
     out = b"".join(chunks).decode("utf-8", "replace")
     message: dict[str, Any] = {TYPE: STDIO, INDEX: index, OUT: out}
-    if status:
+    if late or (cpu is not None and used > cpu):
+        message[KIND] = TIMEOUT
+        message[MESSAGE] = (f"the program ran past this test's time limit ({cpu:g} s of CPU, "
+                            f"{wall:g} s wall); each test is timed alone")
+    elif status:
         kind, _, msg = status.decode("utf-8", "replace").partition("\n")
         message[KIND] = kind if kind in RAISED else EXCEPTION
         message[MESSAGE] = msg
@@ -561,7 +642,8 @@ def run_job(job: dict[str, Any], result_fd: int, judge_fd: int | None = None, *,
             return
         kind, index = item[ITEM_KIND], int(item[ITEM_INDEX])
         if kind == ITEM_STDIO:
-            _run_stdio(index, code, str(item[STDIN]), chan, str(job.get("prelude", "")))
+            _run_stdio(index, code, str(item[STDIN]), chan, str(job.get("prelude", "")),
+                       job.get("test_limit"))
         elif ns is None:
             continue  # the parent marks these with the load failure
         elif kind == ITEM_CALLS:

@@ -66,7 +66,10 @@ __all__ = [
 # the judge process). They are listed here, and tests/test_wire_schema.py holds every writer and
 # reader of a job to these sets.
 JOB = frozenset(("nonce", "code", "setup", "prelude", "items", "limits", "max_value_bytes",
-                 "workdir", "env"))  # workdir, env: added by the pool for the worker that runs it
+                 "test_limit", "workdir", "env"))  # workdir, env: added by the pool for the worker
+TEST_CPU = "cpu"  # under the job's "test_limit": CPU seconds each stdio program may use
+TEST_WALL = "wall"  # and the wall-clock seconds it may take (waiting for a core not counted)
+TEST_STARVED = "starved"  # up to this many times TEST_WALL in all
 JUDGE_JOB = frozenset(("role", "nonce", "setup", "prelude", "checks", "limits", "float_tolerance"))
 JUDGE_ROLE = "judge"  # a judge process's job says so under "role"
 
@@ -120,6 +123,7 @@ SYNTAX = "syntax"  # does not compile
 NOT_PLAIN = "type"  # a call returned something that is not plain data
 OVER_BUDGET = "budget"  # a call returned plain data over one of the wire's budgets
 NO_RESULT = "no_result"  # the judge process lost the candidate's process mid-check
+TIMEOUT = "timeout"  # a stdio program ran past its own test's time limit
 
-KINDS = frozenset((ASSERTION, EXCEPTION, SYNTAX, NOT_PLAIN, OVER_BUDGET, NO_RESULT))
+KINDS = frozenset((ASSERTION, EXCEPTION, SYNTAX, NOT_PLAIN, OVER_BUDGET, NO_RESULT, TIMEOUT))
 RAISED = (ASSERTION, EXCEPTION, SYNTAX)  # what an exception in candidate code is reported as
