@@ -122,3 +122,18 @@ def test_the_whole_run_is_bounded_however_many_tests_loop() -> None:
     result = run_tests("while True:\n    pass\n", [StdioCase("", "x")] * 50, 1.0, limits=limits)
     assert result.passed == 0 and result.timed_out
     assert {f.kind for f in result.failures} == {"timeout"}
+
+
+def test_an_answer_of_ten_megabytes_is_compared_and_one_past_the_cap_is_named() -> None:
+    code = "n = int(input())\nimport sys\nsys.stdout.write('7' * n + '\\n')\n"
+    big = 10 * 1024 * 1024
+    ok = run_tests(code, [StdioCase(f"{big}\n", "7" * big + "\n"), StdioCase("3\n", "777\n")], 10)
+    assert ok.passed == 2, [f.message[:200] for f in ok.failures]
+    from agentenv.sandbox import Limits
+
+    limits = Limits(max_test_output=1024 * 1024)
+    over = run_tests(code, [StdioCase(f"{2 * 1024 * 1024}\n", "7"), StdioCase("3\n", "777\n")], 10,
+                     limits=limits)
+    assert over.passed_indices == (1,)
+    assert "more than 1,048,576 bytes" in over.failures[0].message
+    assert "max_test_output" in over.failures[0].message

@@ -136,7 +136,8 @@ def test_the_jobs_run_tests_writes_carry_exactly_the_declared_keys() -> None:
                                             StdioCase("", "")], pool=pool)
     (job, judge), = pool.jobs
     assert set(job) | {"workdir", "env"} == _schema.JOB  # the pool adds those two for its worker
-    assert set(job["test_limit"]) == {_schema.TEST_CPU, _schema.TEST_WALL, _schema.TEST_STARVED}
+    assert set(job["test_limit"]) == {_schema.TEST_CPU, _schema.TEST_WALL, _schema.TEST_STARVED,
+                                      _schema.TEST_OUTPUT}
     assert judge is not None and set(judge) == _schema.JUDGE_JOB
     assert judge["role"] == _schema.JUDGE_ROLE
 

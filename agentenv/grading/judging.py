@@ -300,6 +300,8 @@ def _judge_stdio(cp: CheckPlan, frame: Mapping[str, Any] | None, float_tolerance
         return _failure(cp, "exception", "the program's output did not arrive")
     if frame.get(schema.KIND) == schema.TIMEOUT:
         return _failure(cp, "timeout", str(frame.get(schema.MESSAGE, "")))
+    if frame.get(schema.KIND) == schema.OVER_BUDGET:
+        return _failure(cp, "exception", str(frame.get(schema.MESSAGE, "")))
     if frame.get(schema.KIND):
         return _failure(cp, _kind(frame[schema.KIND]), str(frame.get(schema.MESSAGE, "")))
     why = compare_stdout(out, cp.check.expected_stdout, float_tolerance)

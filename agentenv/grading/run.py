@@ -92,6 +92,8 @@ def run_tests(
     plan = plan_checks(checks, setup_code=setup_code or "")
     nonce = secrets.token_hex(16)
     stdio_tests = sum(1 for cp in plan.checks if cp.mode == "stdio")
+    if stdio_tests:
+        limits = limits.for_stdio(stdio_tests)
     run_seconds = limits.run_seconds(timeout, stdio_tests)
     child_limits = limits.for_child(run_seconds, nproc=pool.level == IsolationLevel.STRICT)
     job = {

@@ -12,7 +12,7 @@ import math
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 __all__ = ["DEFAULT_LIMITS", "ENFORCEABLE", "SECRET_NAME", "Limits", "scrubbed_env"]
@@ -48,7 +48,7 @@ class Limits:
     for the run as a whole where the machine allows it (cgroups, per-run namespaces).
     A run of stdio tests times each program alone, as benchmark judges do: each gets the
     timeout (CPU, and the wall backstop above), and the whole run gets the timeout once per
-    test, at most ``max_run_seconds``.
+    test, at most ``max_run_seconds``; each may print ``max_test_output`` bytes.
     ``require`` names limits from :data:`ENFORCEABLE` that must hold for the whole run: a run
     that cannot guarantee one raises ``IsolationUnavailable`` instead of running with less.
     """
@@ -66,6 +66,7 @@ class Limits:
     wall_slack: float = 0.5
     starved_factor: float = 8.0
     max_run_seconds: float = 60.0  # a run whose stdio tests are timed alone takes at most this
+    max_test_output: int = 32 * 1024**2  # bytes of stdout one stdio test may print
     require: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -100,7 +101,13 @@ class Limits:
     def for_tests(self, timeout: float) -> dict[str, float]:
         """The ``test_limit`` entry of a job: what each stdio test may use, timed alone."""
         return {"cpu": timeout, "wall": timeout * self.wall_factor + self.wall_slack,
-                "starved": self.starved_factor}
+                "starved": self.starved_factor, "out": self.max_test_output}
+
+    def for_stdio(self, tests: int) -> Limits:
+        """These limits with a result channel wide enough for ``tests`` programs' output (each
+        up to ``max_test_output``; room for eight such at most, the rest within the cap)."""
+        room = min(tests, 8) * (self.max_test_output + 64 * 1024)
+        return replace(self, max_result_bytes=max(self.max_result_bytes, room))
 
     def run_seconds(self, timeout: float, stdio_tests: int) -> float:
         """The whole run's time limit when each of ``stdio_tests`` programs gets ``timeout``."""

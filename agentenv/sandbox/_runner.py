@@ -69,6 +69,7 @@ from _schema import (  # noqa: E402  (the wire schema: keys and kinds, declared 
     STDIO,
     SYNTAX,
     TEST_CPU,
+    TEST_OUTPUT,
     TEST_STARVED,
     TEST_WALL,
     TIMEOUT,
@@ -79,7 +80,7 @@ from _schema import (  # noqa: E402  (the wire schema: keys and kinds, declared 
 __all__ = ["apply_limits", "main", "run_job", "serve_judge"]
 
 MAX_MESSAGE = 400  # characters of an exception message sent back
-MAX_STDIO_OUT = 8 * 1024 * 1024  # bytes of a stdio case's stdout kept
+MAX_STDIO_OUT = 32 * 1024 * 1024  # bytes of a stdio case's stdout kept, unless the job says
 
 # Bound before any candidate code runs, so later monkeypatching of these modules cannot
 # change what the runner itself does.
@@ -354,8 +355,9 @@ def _waited_seconds(pid: int) -> float:
 
 
 def _read_output(fd: int, pid: int, cpu: float | None, wall: float | None,
-                 starved: float) -> tuple[list[bytes], bool]:
-    """The program's output (at most ``MAX_STDIO_OUT`` bytes kept) until EOF, or until it has
+                 starved: float, cap: int) -> tuple[list[bytes], bool]:
+    """The program's output (at most ``cap`` bytes kept, one more byte telling it went past)
+    until EOF, or until it has
     used ``cpu`` seconds of CPU or taken ``wall`` seconds (then the second item is True). As for
     a whole run, time spent waiting for a core does not count toward ``wall``, up to ``starved``
     times it in all: a loaded machine makes a test slower, not wrong."""
@@ -376,8 +378,8 @@ def _read_output(fd: int, pid: int, cpu: float | None, wall: float | None,
         chunk = _os_read(fd, 65536)
         if not chunk:
             return chunks, False
-        if kept < MAX_STDIO_OUT:
-            chunks.append(chunk[: MAX_STDIO_OUT - kept])
+        if kept <= cap:
+            chunks.append(chunk[: cap + 1 - kept])
             kept += len(chunks[-1])
 
 
@@ -426,7 +428,9 @@ def _run_stdio(index: int, code: str, stdin: str, chan: _Channel, prelude: str =
     _os_close(in_fd)
     _os_close(out_w)
     _os_close(st_w)
-    chunks, late = _read_output(out_r, pid, cpu, wall, float(limit.get(TEST_STARVED, 8.0)) if limit else 8.0)
+    cap = int(limit.get(TEST_OUTPUT, MAX_STDIO_OUT)) if limit else MAX_STDIO_OUT
+    starved = float(limit.get(TEST_STARVED, 8.0)) if limit else 8.0
+    chunks, late = _read_output(out_r, pid, cpu, wall, starved, cap)
     _os_close(out_r)
     if late:
         with contextlib.suppress(OSError):
@@ -439,9 +443,13 @@ def _run_stdio(index: int, code: str, stdin: str, chan: _Channel, prelude: str =
     late = late or ended_by == _SIGXCPU
     status = b"" if late else _os_read(st_r, 8192)
     _os_close(st_r)
-    out = b"".join(chunks).decode("utf-8", "replace")
-    message: dict[str, Any] = {TYPE: STDIO, INDEX: index, OUT: out}
-    if late or (cpu is not None and used > cpu):
+    data = b"".join(chunks)
+    message: dict[str, Any] = {TYPE: STDIO, INDEX: index, OUT: data[:cap].decode("utf-8", "replace")}
+    if len(data) > cap:
+        message[KIND] = OVER_BUDGET
+        message[MESSAGE] = (f"the program printed more than {cap:,} bytes on this test "
+                            "(Limits.max_test_output; raise it for tasks with larger answers)")
+    elif late or (cpu is not None and used > cpu):
         message[KIND] = TIMEOUT
         message[MESSAGE] = (f"the program ran past this test's time limit ({cpu:g} s of CPU, "
                             f"{wall:g} s wall); each test is timed alone")

@@ -70,6 +70,7 @@ JOB = frozenset(("nonce", "code", "setup", "prelude", "items", "limits", "max_va
 TEST_CPU = "cpu"  # under the job's "test_limit": CPU seconds each stdio program may use
 TEST_WALL = "wall"  # and the wall-clock seconds it may take (waiting for a core not counted)
 TEST_STARVED = "starved"  # up to this many times TEST_WALL in all
+TEST_OUTPUT = "out"  # bytes of stdout each stdio program may print
 JUDGE_JOB = frozenset(("role", "nonce", "setup", "prelude", "checks", "limits", "float_tolerance"))
 JUDGE_ROLE = "judge"  # a judge process's job says so under "role"
 
