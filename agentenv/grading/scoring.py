@@ -89,12 +89,20 @@ def _split(task: Task, combined: list[Check], positions: list[int], result: RunR
     return Scored(hidden=hidden, visible=visible)
 
 
+def _seconds(task: Task, timeout: float) -> float:
+    """The run's timeout: the environment's, or the task's stated ``time_limit`` when longer
+    (limits stated for C++ are not held against Python, as APPS's and LiveCodeBench's graders
+    give Python 4 and 6 s a test whatever the problem says)."""
+    return max(timeout, task.time_limit) if task.time_limit is not None else timeout
+
+
 def score(task: Task, code: str, *, timeout: float, isolation: str | None = None) -> Scored:
-    """Run ``code`` against the task's hidden and visible checks in one sandbox run."""
+    """Run ``code`` against the task's hidden and visible checks in one sandbox run (under
+    ``timeout``, or the task's own ``time_limit`` when longer)."""
     combined, positions = _plan(task)
     if not code.strip():
         return _split(task, combined, positions, empty_result(combined))
-    result = run_tests(code, combined, timeout=timeout, setup_code=task.setup_code,
+    result = run_tests(code, combined, timeout=_seconds(task, timeout), setup_code=task.setup_code,
                        float_tolerance=task.float_tolerance, isolation=isolation,
                        equality=task.equality, prelude=task.prelude)
     return _split(task, combined, positions, result)
@@ -105,7 +113,7 @@ async def ascore(task: Task, code: str, *, timeout: float, isolation: str | None
     combined, positions = _plan(task)
     if not code.strip():
         return _split(task, combined, positions, empty_result(combined))
-    result = await arun_tests(code, combined, timeout=timeout, setup_code=task.setup_code,
+    result = await arun_tests(code, combined, timeout=_seconds(task, timeout), setup_code=task.setup_code,
                               float_tolerance=task.float_tolerance, isolation=isolation,
                               equality=task.equality, prelude=task.prelude)
     return _split(task, combined, positions, result)

@@ -115,6 +115,29 @@ def _call_checks(fn_name: str, starter_code: str, inputs: list[Any], outputs: li
     return checks, floats
 
 
+def time_limit_seconds(value: Any) -> float | None:
+    """A benchmark's per-test time limit in seconds, from the forms datasets give it: a number,
+    ``"2 seconds"``/``"1.5 s"`` (TACO) or ``{"seconds": 2, "nanos": 0}`` (CodeContests); None when
+    absent or unreadable (the environment's timeout then applies)."""
+    if isinstance(value, Mapping):
+        try:
+            seconds = float(value.get("seconds") or 0) + float(value.get("nanos") or 0) / 1e9
+        except (TypeError, ValueError):
+            return None
+    elif isinstance(value, bool):
+        return None
+    elif isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str) and value.split():
+        try:
+            seconds = float(value.split()[0])
+        except ValueError:
+            return None
+    else:
+        return None
+    return seconds if 0 < seconds <= 3600 else None
+
+
 def _first_solution(solutions: Any) -> str | None:
     if isinstance(solutions, Mapping):  # CodeContests: {"language": [...], "solution": [...]}
         pairs = zip(solutions.get("language") or [], solutions.get("solution") or [], strict=False)
@@ -222,6 +245,7 @@ def task_from_record(record: Mapping[str, Any], *, where: str = "<record>", inde
         tags=tags,
         source=source,
         float_tolerance=FLOAT_TOLERANCE if floats else None,
+        time_limit=time_limit_seconds(record.get("time_limit")) if not functional else None,
         metadata=metadata,
     )
 

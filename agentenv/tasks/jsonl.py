@@ -387,6 +387,12 @@ def _mapped_task(row: Row, mapping: Mapping[str, str], *, index: int, source: st
     except (TypeError, ValueError):
         raise TaskFormatError(f"must be a number, got {tolerance!r:.40}", field="float_tolerance",
                               **where) from None
+    limit = get("time_limit")
+    try:
+        limit = float(limit) if limit is not None else None
+    except (TypeError, ValueError):
+        raise TaskFormatError(f"must be a number of seconds, got {limit!r:.40}", field="time_limit",
+                              **where) from None
     try:
         return Task(
             name=name,
@@ -402,6 +408,7 @@ def _mapped_task(row: Row, mapping: Mapping[str, str], *, index: int, source: st
             float_tolerance=tolerance,
             equality=str(get("equality") or "python"),
             prelude=str(get("prelude") or ""),
+            time_limit=limit,
             metadata=metadata,
         )
     except TaskFormatError as exc:

@@ -110,7 +110,9 @@ class Task:
     checks compare values: ``"python"`` (Python's own ``==``, the default: ``1 == 1.0``, a
     Counter equals a dict with its items) or ``"strict"`` (same exact type all the way down).
     ``prelude`` runs before the candidate code in its namespace (a benchmark's implicit imports,
-    as LiveCodeBench's grader prepends them). ``metadata`` holds loader-specific extras
+    as LiveCodeBench's grader prepends them). ``time_limit``, when set, is the task's own time
+    limit in seconds (each stdin/stdout test's, as APPS/TACO and CodeContests state it; else the
+    run's): graders use it where it is longer than the environment's timeout. ``metadata`` holds loader-specific extras
     (release date, original id, scripted attempts, ...).
     """
 
@@ -127,6 +129,7 @@ class Task:
     float_tolerance: float | None = None
     equality: str = "python"
     prelude: str = ""
+    time_limit: float | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -168,6 +171,11 @@ class Task:
             raise bad("equality", f"must be one of {', '.join(EQUALITIES)} (got {self.equality!r})")
         if not isinstance(self.prelude, str):
             raise bad("prelude", "must be a string of Python source")
+        if self.time_limit is not None and not (
+            isinstance(self.time_limit, (int, float)) and not isinstance(self.time_limit, bool)
+            and 0 < self.time_limit <= 3600
+        ):
+            raise bad("time_limit", f"must be a number of seconds in (0, 3600] (got {self.time_limit!r:.40})")
 
     @property
     def is_stdio(self) -> bool:
@@ -195,6 +203,7 @@ class Task:
             "float_tolerance": self.float_tolerance,
             "equality": self.equality,
             "prelude": self.prelude,
+            "time_limit": self.time_limit,
             "metadata": dict(self.metadata),
         }
 
