@@ -541,8 +541,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     stdout.print(f"{_plural(run_info['ran'], 'episode')} run{continued}, {result.skipped} resumed, "
                  f"{run_info['seconds']:.1f}s; wrote {out / 'trajectories.jsonl'} and "
                  f"{out / 'summary.json'}")
-    # Quoted for a shell: the line is meant to be pasted as it is, whatever the directory's name.
-    stdout.print(f"next: agentenv report {shlex.quote(str(out))}   (HTML report and a browser of every episode)")
     kept = ""  # partial episodes: stopped midway, their graded turns saved, not in the table
     if result.partial:
         graded = sum(len(t.turns) for t in result.partial)
@@ -563,7 +561,32 @@ def _cmd_run(args: argparse.Namespace) -> int:
                   f"{result.errors[0].error}){'; saved ' + kept if kept else ''}; run the same command "
                   "again to retry them (partial episodes go on from their last graded turn)")
         return EXIT_FAILURES
+    if _policy_errors(summary, result.trajectories, err):
+        return EXIT_FAILURES
+    # Quoted for a shell: the line is meant to be pasted as it is, whatever the directory's name.
+    stdout.print(f"next: agentenv report {shlex.quote(str(out))}   (HTML report and a browser of every episode)")
     return EXIT_OK
+
+
+def _policy_errors(summary: Mapping[str, Any], trajectories: Sequence[Any], err: Console) -> bool:
+    """Say how many episodes ended because the server rejected the model's request
+    (``policy_error``): a warning for a few, an error when they are most of the run (its
+    numbers are then the server's refusals, not the model's work). True for the error."""
+    count = int(summary.get("stop_reasons", {}).get("policy_error") or 0)
+    if not count:
+        return False
+    episodes = int(summary.get("episodes") or 0)
+    first = next((str(t.metadata.get("policy_error")) for t in trajectories
+                  if t.stop_reason == "policy_error" and t.metadata.get("policy_error")), "")
+    why = f" (first: {first})" if first else ""
+    if 2 * count > episodes:
+        err.print(f"error: {count} of {_plural(episodes, 'episode')} ended with stop reason "
+                  f"policy_error: the server rejected the model's requests{why}; the table's "
+                  "numbers are those refusals, not the model's work: fix the request and run again")
+        return True
+    err.print(f"warning: {count} of {_plural(episodes, 'episode')} ended with stop reason "
+              f"policy_error: the server rejected the model's request{why}")
+    return False
 
 
 def _tree_shape(text: str) -> tuple[int, int]:
