@@ -107,15 +107,11 @@ def _nonneg_float(text: str) -> float:
     return value
 
 
-def _add_task_options(p: argparse.ArgumentParser, default: str | None = "builtin", *,
-                      positional: bool = False) -> None:
+def _add_task_options(p: argparse.ArgumentParser, default: str | None = "builtin") -> None:
     """Options that choose a task set and filter it; the same on every subcommand that loads tasks."""
-    help_set = ("builtin | humaneval | mbpp | livecodebench | apps | PATH.jsonl | PATH.toml | DIR "
-                "(default: %(default)s)")
-    if positional:
-        p.add_argument("tasks", nargs="?", default=default, metavar="SET", help=help_set)
-    else:
-        p.add_argument("--tasks", default=default, metavar="SET", help=help_set)
+    p.add_argument("--tasks", default=default, metavar="SET",
+                   help="builtin | humaneval | mbpp | livecodebench | apps | PATH.jsonl | PATH.toml | DIR "
+                        "(default: builtin)")
     p.add_argument("--data", default=None, metavar="PATH",
                    help="local copy of a named benchmark (mbpp, livecodebench, apps, humaneval)")
     p.add_argument("--map", dest="field_map", default=None, metavar="FIELD=COLUMN,...",
@@ -129,6 +125,24 @@ def _add_task_options(p: argparse.ArgumentParser, default: str | None = "builtin
     p.add_argument("--dedupe", action="store_true", help="drop tasks whose prompt repeats an earlier one")
     p.add_argument("--shuffle-seed", type=int, default=None, help="shuffle the tasks with this seed")
     p.add_argument("--limit", type=_positive_int, default=None, help="keep the first N tasks")
+
+
+def _add_set_argument(p: argparse.ArgumentParser) -> None:
+    """``[SET]`` or ``--tasks SET`` (as ``run`` takes it), with the loader options and filters."""
+    p.add_argument("set", nargs="?", default=None, metavar="SET",
+                   help="the task set, as --tasks takes it (either form; default: builtin)")
+    _add_task_options(p, default=None)
+
+
+def _resolve_set(args: argparse.Namespace) -> None:
+    """``args.tasks`` from ``[SET]`` or ``--tasks`` (refusing two different ones)."""
+    if args.set is not None:
+        if args.tasks not in (None, args.set):
+            raise _UsageError(f"agentenv tasks {args.tasks_command}: two task sets given ({args.set!r} "
+                              f"and --tasks {args.tasks!r}); give one (see `agentenv tasks "
+                              f"{args.tasks_command} --help`)")
+        args.tasks = args.set
+    args.tasks = args.tasks or "builtin"
 
 
 def _global_options(suppress: bool) -> _Parser:
@@ -223,12 +237,14 @@ def build_parser() -> argparse.ArgumentParser:
     tasks = sub.add_parser("tasks", parents=common, help="list, show or validate tasks")
     tasks_sub = tasks.add_subparsers(dest="tasks_command", metavar="ACTION", parser_class=_Parser)
     t_list = tasks_sub.add_parser("list", parents=common, help="list the tasks of a set")
-    _add_task_options(t_list)
+    _add_set_argument(t_list)
     t_show = tasks_sub.add_parser("show", parents=common, help="show one task in full")
     t_show.add_argument("name", help="task name")
     _add_task_options(t_show)
-    t_validate = tasks_sub.add_parser("validate", parents=common, help="run every reference solution; report failures")
-    _add_task_options(t_validate, positional=True)
+    t_validate = tasks_sub.add_parser("validate", parents=common,
+                                      help="check every task file and run every reference solution; "
+                                           "report every problem")
+    _add_set_argument(t_validate)
     t_validate.add_argument("--timeout", type=_nonneg_float, default=10.0,
                             help="sandbox seconds per task (default: 10)")
     t_validate.add_argument("--no-progress", action="store_true", help="no live progress bar")
@@ -623,6 +639,7 @@ def _run_repair_trees(args: argparse.Namespace, tasks: Any, policy: Any, config:
 # -- tasks -------------------------------------------------------------------------------------
 
 def _cmd_tasks_list(args: argparse.Namespace) -> int:
+    _resolve_set(args)
     tasks = _load_tasks(args)
     table = Table(title=f"{len(tasks)} task(s) in {args.tasks}", title_justify="left")
     for column in ("#", "name", "difficulty", "checks", "visible", "reference", "attempts", "tags"):
@@ -686,8 +703,49 @@ def _validate_one(task: Any, timeout: float) -> dict[str, Any]:
     return row
 
 
+def _validation_problems(args: argparse.Namespace) -> tuple[list[Any], list[str]]:
+    """The tasks that load, and one line per problem of those that do not. A directory's
+    files are read one by one, so one broken file does not hide the problems of the others."""
+    from agentenv.errors import TaskFormatError
+
+    spec = Path(str(args.tasks)).expanduser()
+    if not spec.is_dir():
+        try:
+            return _load_tasks(args), []
+        except TaskFormatError as exc:
+            return [], exc.lines()
+    from agentenv.tasks.builtin import load_file
+    from agentenv.tasks.filters import apply_filters
+
+    tasks, problems = [], []
+    for path in sorted(spec.glob("*.toml")):
+        try:
+            tasks.append(load_file(path))
+        except TaskFormatError as exc:
+            problems += exc.lines()
+    seen: dict[str, Path] = {}
+    for task in tasks:
+        if task.name in seen:
+            problems.append(f"directory {spec}: task {task.name!r}: duplicate task name")
+        seen[task.name] = spec
+    if not tasks and not problems:
+        raise ConfigError(f"{spec} holds no *.toml task files")
+    options = {key: getattr(args, attr) for attr, key in (
+        ("difficulty", "difficulty"), ("tags", "tags"), ("since", "since"), ("shuffle_seed", "shuffle_seed"),
+        ("limit", "limit")) if getattr(args, attr, None) is not None}
+    return apply_filters(tasks, **options, dedupe=args.dedupe), problems
+
+
 def _cmd_tasks_validate(args: argparse.Namespace) -> int:
-    tasks = _load_tasks(args)
+    _resolve_set(args)
+    tasks, problems = _validation_problems(args)
+    out = _stdout()
+    if problems:
+        out.print(f"{_plural(len(problems), 'problem')} in the task files:")
+        for line in problems:
+            out.print(Text(f"  {printable(line)}"))
+    if not tasks:
+        return EXIT_FAILURES
     err = _stderr()
     progress = Progress(TextColumn("[bold]validating"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=err, disable=args.no_progress or args.quiet,
@@ -720,7 +778,7 @@ def _cmd_tasks_validate(args: argparse.Namespace) -> int:
     checked = len(rows) - len(missing)
     out.print(f"{checked - len(failing)} of {checked} reference solution(s) pass"
               + (f"; {len(missing)} task(s) have no reference" if missing else ""))
-    return EXIT_FAILURES if failing else EXIT_OK
+    return EXIT_FAILURES if failing or problems else EXIT_OK
 
 
 # -- check -------------------------------------------------------------------------------------

@@ -118,7 +118,7 @@ def test_system_prompt_can_be_replaced_or_dropped() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.one_of(
-    st.text(min_size=1),
+    st.builds(lambda text: f"assert f({text!r})", st.text(min_size=1)),  # a check compiles
     st.builds(StdioCase, stdin=st.text(), expected_stdout=st.text()),
 ), min_size=1, max_size=6))
 def test_checks_round_trip_through_the_json_column(checks: list[Any]) -> None:

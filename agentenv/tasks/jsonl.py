@@ -313,8 +313,7 @@ def parse_tags(value: Any, where: dict[str, Any]) -> tuple[str, ...]:
 
 def _located(exc: TaskFormatError, *, path: str, task: str | None = None) -> TaskFormatError:
     """The same error with the file (and task) it came from filled in."""
-    detail = getattr(exc, "detail", None) or str(exc)
-    return TaskFormatError(detail, path=path, task=exc.task or task, field=exc.field)
+    return exc.located(path=path, task=exc.task or task)
 
 
 def _mapped_task(row: Row, mapping: Mapping[str, str], *, index: int, source: str) -> Task:
