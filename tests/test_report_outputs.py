@@ -155,7 +155,7 @@ def test_write_revise_report_writes_its_plot_table_page_and_numbers(tmp_path: Pa
     out = multi / "revise_vs_resample"
     _assert_valid_png(out / "revise_vs_resample.png")
     _assert_self_contained((out / "revise_vs_resample.html").read_text(), images=1)
-    assert "revise - 1@3: +0.333" in (out / "revise_vs_resample.txt").read_text()
+    assert "revise - 1@3: +0.250" in (out / "revise_vs_resample.txt").read_text()
     assert json.loads((out / "revise_vs_resample.json").read_text())["k"] == 3
     assert result["files"]["png"] == str(out / "revise_vs_resample.png")
 

@@ -28,6 +28,7 @@ from agentenv.report.text import (
     count,
     difficulty_rows,
     metric_row,
+    resample_arm,
     revise_header,
     revise_rows,
 )
@@ -185,9 +186,10 @@ def revise_page(result: ReviseResult, figure: bytes | None) -> str:
     """The revise-vs-resample page: the budget figure (when drawn), the table, the interval."""
     k = result["k"]
     diff = result["revise_minus_1@k"]
+    arm, samples = resample_arm(result)
     intro = html.escape(
         f"At a budget of k = {k} policy calls per task: revise (one multi-turn episode of up to "
-        f"{k} turns, solve@{k}) against resample ({k} single-step samples; 1@{k} picks the first "
+        f"{k} turns, solve@{k}) against resample ({samples}; 1@{k} picks the first "
         f"that passes its visible checks, pass@{k} is the oracle pick). revise - 1@{k} = "
         f"{diff['estimate']:+.3f}, {round(diff['confidence'] * 100)}% CI [{diff['low']:+.3f}, "
         f"{diff['high']:+.3f}] (paired bootstrap over {count(diff['n'], 'task')}).")
@@ -196,9 +198,8 @@ def revise_page(result: ReviseResult, figure: bytes | None) -> str:
          '<p class="note">(figure left out: matplotlib is not installed)</p>'),
         ("Table", table(revise_header(k), revise_rows(result))
          + '<p class="note">gen = generated tokens, proc = processed (prompt + generated over '
-           f"calls); rev = one multi-turn episode of up to {k} turns, {k}x = {k} single-step "
-           "samples</p>"),
-        ("Single-step run", _settings(result["single_step"]["settings"])),
+           f"calls); rev = one multi-turn episode of up to {k} turns, {k}x = {html.escape(samples)}</p>"),
+        (f"Resample arm: {arm}", _settings(result["single_step"]["settings"])),
         ("Multi-turn run", _settings(result["multi_turn"]["settings"])),
     ]
     return render_page("Revise vs resample", sections, intro=intro)

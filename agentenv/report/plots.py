@@ -151,7 +151,8 @@ def budget_plot(result: ReviseResult) -> bytes:
     resample_x = [p.get("resample_generated") for p in points]
     styled = [by_calls]
     if None in revise_x or None in resample_x:
-        missing = [name for name, xs in (("multi-turn", revise_x), ("single-step", resample_x))
+        resample_name = "first-turn" if result["single_step"].get("from_first_turns") else "single-step"
+        missing = [name for name, xs in (("multi-turn", revise_x), (resample_name, resample_x))
                    if None in xs]
         _empty(by_tokens, f"token counts were not recorded in the {' and '.join(missing)} run")
     else:

@@ -178,6 +178,16 @@ def revise_rows(result: ReviseResult) -> list[list[Any]]:
     return rows
 
 
+def resample_arm(result: ReviseResult) -> tuple[str, str]:
+    """What the resample arm is, for labels: (the run, "k ... samples") -- a single-step run,
+    or the first turns of a multi-turn run (never called single-step then)."""
+    arm, k = result["single_step"], result["k"]
+    where = arm["path"] or "(episodes)"
+    if arm.get("from_first_turns"):
+        return f"first turns of multi-turn {where}", f"{k} fresh samples (first turns)"
+    return f"single-step {where}", f"{k} single-step samples"
+
+
 def format_revise(result: ReviseResult) -> str:
     """The revise-vs-resample table: per task and overall, then the paired interval."""
     k = result["k"]
@@ -188,8 +198,8 @@ def format_revise(result: ReviseResult) -> str:
     oracle = result["revise_minus_pass@k"]
     confidence = round(diff["confidence"] * 100)
     lines = [
-        f"revise vs resample at k = {k} calls: single-step {result['single_step']['path'] or '(episodes)'}"
-        f" vs multi-turn {result['multi_turn']['path'] or '(episodes)'}",
+        f"revise vs resample at k = {k} calls: resample {resample_arm(result)[0]}"
+        f" vs revise multi-turn {result['multi_turn']['path'] or '(episodes)'}",
         "",
         table(header, rows),
         "",
@@ -198,10 +208,11 @@ def format_revise(result: ReviseResult) -> str:
         f"{diff['n_boot']} resamples)",
         f"revise - pass@{k}: {_signed(oracle['estimate'])}, {confidence}% CI "
         f"{_interval(oracle['low'], oracle['high'])}",
-        f"1@{k} averaged over sample orders: {_num(overall['1@k_expected'])}; tasks with visible "
+        f"1@{k} is averaged over sample orders, as pass@{k} is; the first {k} stored samples alone "
+        f"give {_num(overall['1@k_first'])}; tasks with visible "
         f"checks: {overall['tasks_with_visible']} of {overall['tasks']}",
         f"tokens per task: gen = generated, proc = processed (prompt + generated over calls); "
-        f"rev = one multi-turn episode of up to {k} turns, {k}x = {k} single-step samples",
+        f"rev = one multi-turn episode of up to {k} turns, {k}x = {resample_arm(result)[1]}",
         f"mean calls per task: revise {_num(overall['calls']['revise'], 2)}, resample {k}, "
         f"1@{k} stopping at the first visible pass {_num(overall['calls']['one_at_k_early_stop'], 2)}",
     ]
