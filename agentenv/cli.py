@@ -315,6 +315,16 @@ _OPENAI_ONLY = (("--model", "model"), ("--base-url", "base_url"), ("--temperatur
                 ("--return-tokens", "return_tokens"))
 
 
+def _command_prog(args: argparse.Namespace | None) -> str:
+    """The command line's subcommand, as its help is asked for: ``agentenv tasks list``."""
+    words = ["agentenv"]
+    for attr in ("command", "tasks_command"):
+        value = getattr(args, attr, None) if args is not None else None
+        if value:
+            words.append(str(value))
+    return " ".join(words)
+
+
 def _loader_option(text: str) -> tuple[str, Any]:
     key, sep, raw = text.partition("=")
     if not sep or not key.strip():
@@ -344,7 +354,7 @@ def _load_tasks(args: argparse.Namespace, spec: str | None = None) -> list[Any]:
         tasks = load_tasks(spec, **options)
     except TypeError as exc:  # an option the chosen loader does not take
         raise ConfigError(f"task set {spec!r} does not take these options ({exc}); "
-                          "see `agentenv tasks list --help`") from None
+                          f"see `{_command_prog(args)} --help`") from None
     if not tasks:
         raise ConfigError(f"task set {spec!r} has no tasks left after the filters")
     return tasks
@@ -380,8 +390,20 @@ def _temperature(args: argparse.Namespace) -> float:
     return 0.2 if args.temperature is None else float(args.temperature)
 
 
+def _importable_from_cwd(spec: str) -> None:
+    """``--policy mymodule:Class`` finds ``mymodule.py`` in the current directory, as
+    ``python -m`` would (the ``agentenv`` script's own directory is on the path instead)."""
+    if ":" not in spec:
+        return
+    cwd = os.getcwd()
+    if not any(entry in ("", ".", cwd) for entry in sys.path):
+        sys.path.insert(0, cwd)
+
+
 def _make_run_policy(args: argparse.Namespace, tasks: list[Any]) -> Any:
     from agentenv.policies import make_policy
+
+    _importable_from_cwd(args.policy)
 
     if args.policy == "openai":
         options: dict[str, Any] = {"model": args.model or "gpt-4o", "temperature": _temperature(args)}
@@ -415,13 +437,14 @@ def _make_run_policy(args: argparse.Namespace, tasks: list[Any]) -> Any:
 _UNCERTAIN = ("pass@1", "solve_rate", "mean_reward")
 
 
-def _summary_table(summary: Mapping[str, Any], title: str) -> Table:
-    """The run's headline numbers; rates and the reward carry a 95% interval over tasks."""
+def _summary_table(summary: Mapping[str, Any], title: str, turns: int) -> Table:
+    """The run's headline numbers; rates and the reward carry a 95% interval over tasks. The
+    columns are named as `agentenv report` names them."""
     from agentenv.report.stats import mean_halfwidth
+    from agentenv.report.text import TOKEN_COLUMNS, metric_columns
 
     table = Table(title=title, title_justify="left")
-    for column in ("", "tasks", "episodes", "pass@1", "solve rate", "repair", "mean reward",
-                   "mean turns", "tokens/episode"):
+    for column in ("", "tasks", "episodes", *metric_columns(turns), TOKEN_COLUMNS[-1]):
         table.add_column(column, justify="left" if not column else "right")
 
     def row(label: str, r: Mapping[str, Any], tasks: list[dict[str, Any]]) -> None:
@@ -444,10 +467,10 @@ def _summary_table(summary: Mapping[str, Any], title: str) -> Table:
 
 def _column_notes(turns: int) -> str:
     horizon = "the first turn" if turns == 1 else f"any of the {turns} turns"
-    return ("pass@1: solved on the first turn; solve rate: solved on " + horizon + "; repair: "
+    return (f"pass@1: solved on the first turn; solve@{turns}: solved on " + horizon + "; repair: "
             "solved later, of the episodes that failed turn 1; mean reward: the final turn's, in "
-            "[0, 1]; ± : 95% interval over tasks (1.96 standard errors); tokens/episode: the "
-            "final conversation, every message once")
+            "[0, 1]; ± : 95% interval over tasks (1.96 standard errors); conv tok: tokens of the "
+            "final conversation per episode, every message once")
 
 
 def _resumed_rewards(out: Path, tasks: list[Any], args: argparse.Namespace) -> tuple[list[float], int]:
@@ -550,7 +573,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         progress.stop()
     summary = result.summary
     stdout = _stdout()
-    stdout.print(_summary_table(summary, f"{args.policy} on {args.tasks} ({turns})"))
+    stdout.print(_summary_table(summary, f"{args.policy} on {args.tasks} ({turns})",
+                                1 if args.single_step else args.max_turns))
     stdout.print(_column_notes(1 if args.single_step else args.max_turns))
     run_info = summary["run"]
     continued = f" ({result.continued} continued from a partial record)" if result.continued else ""
@@ -623,10 +647,11 @@ def _run_repair_trees(args: argparse.Namespace, tasks: Any, policy: Any, config:
                     f"{args.policy} policy, {args.max_turns} turns -> {out}")
     result = run_repair_trees(tasks, policy, config, out, initial=initial, repairs=repairs)
     tree = result.summary["tree"]
-    _stdout().print(_summary_table(result.summary, f"{args.policy} on {args.tasks} (repair trees)"))
-    _stdout().print("each root counts once (its branches share its weight): pass@1: the first "
-                    "programs' pass rate; solve rate: a root with one repair (a random branch); repair: "
-                    "a branch's chance to repair its failed root")
+    _stdout().print(_summary_table(result.summary, f"{args.policy} on {args.tasks} (repair trees)",
+                                   args.max_turns))
+    _stdout().print(f"each root counts once (its branches share its weight): pass@1: the first "
+                    f"programs' pass rate; solve@{args.max_turns}: a root with one repair (a random "
+                    "branch); repair: a branch's chance to repair its failed root")
     rate = tree["tree_solve_rate"]
     _stdout().print(f"{tree['roots']} roots, {tree['failed_roots']} failed and branched {repairs} ways; "
                     f"tree solve rate (first program or any of {repairs} repairs) "
@@ -667,6 +692,12 @@ def _cmd_tasks_show(args: argparse.Namespace) -> int:
         out.print()
         out.print(text, style="bold")
 
+    def code(source: str) -> Text:
+        # Highlighted text, not a Syntax panel: a panel pads every line to the console's width.
+        text = Syntax(source.strip(), "python").highlight(source.strip())
+        text.rstrip()
+        return text
+
     heading("prompt")
     out.print(task.prompt.strip())
     heading(f"hidden checks ({len(task.checks)})")
@@ -678,14 +709,14 @@ def _cmd_tasks_show(args: argparse.Namespace) -> int:
             out.print(f"  {i}. {check}")
     if task.setup_code.strip():
         heading("setup code")
-        out.print(Syntax(task.setup_code.strip(), "python"))
+        out.print(code(task.setup_code))
     if task.reference_solution:
         heading("reference solution")
-        out.print(Syntax(task.reference_solution.strip(), "python"))
+        out.print(code(task.reference_solution))
     attempts = task.metadata.get("attempts") or []
     for i, attempt in enumerate(attempts if isinstance(attempts, list) else [], start=1):
         heading(f"scripted attempt {i}")
-        out.print(Syntax(str(attempt).strip(), "python"))
+        out.print(code(str(attempt)))
     return EXIT_OK
 
 
@@ -902,7 +933,8 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.command == "tasks":
         actions = {"list": _cmd_tasks_list, "show": _cmd_tasks_show, "validate": _cmd_tasks_validate}
         if args.tasks_command not in actions:
-            raise _UsageError("agentenv tasks: choose an action: list, show NAME or validate PATH")
+            raise _UsageError("agentenv tasks: choose an action: list, show NAME or validate SET "
+                              "(see `agentenv tasks --help`)")
         return actions[args.tasks_command](args)
     if args.command == "check":
         return _cmd_check(args)
@@ -928,12 +960,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``agentenv`` command line; returns the exit code."""
     _tolerant_output()
     parser = build_parser()
+    args: argparse.Namespace | None = None
     try:
-        args = parser.parse_args(list(argv) if argv is not None else None)
+        args, extra = parser.parse_known_args(list(argv) if argv is not None else None)
+        if extra:  # said by the subcommand that was given, pointing to its own help
+            prog = _command_prog(args)
+            raise _UsageError(f"{prog}: unrecognized arguments: {' '.join(extra)} (see `{prog} --help`)")
         _configure_logging("error" if args.quiet else args.log_level, args.log_json)
         return _dispatch(args, parser)
     except _UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ConfigError as exc:  # an option's value: where the options are described
+        prog = _command_prog(args)
+        hint = "" if "--help" in str(exc) or prog == "agentenv" else f" (see `{prog} --help`)"
+        print(f"agentenv: error: {exc}{hint}", file=sys.stderr)
         return EXIT_USAGE
     except AgentEnvError as exc:
         print(f"agentenv: error: {exc}", file=sys.stderr)

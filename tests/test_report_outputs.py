@@ -47,7 +47,7 @@ def test_write_report_writes_valid_pngs_a_self_contained_page_and_the_numbers(tm
         assert metrics["files"][name] == str(out / f"{name}.png")
     page = (out / "report.html").read_text()
     _assert_self_contained(page, images=3)
-    assert "0.667" in page and "repair rate" in page
+    assert "0.667" in page and "<th>repair</th>" in page
     text = (out / "report.txt").read_text()
     assert "solve@3" in text and "t3=0.667" in text and "repaired 3 of 5" in text
     stored = json.loads((out / "metrics.json").read_text())

@@ -30,7 +30,7 @@ import asyncio
 import functools
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 import tenacity
@@ -246,7 +246,7 @@ class OpenAIPolicy:
     def _init_clients(self) -> None:
         self._lock = threading.Lock()
         self._client: Any = None
-        self._async_clients: dict[int, tuple[asyncio.AbstractEventLoop, Any]] = {}
+        self._async_clients: dict[int, tuple[asyncio.AbstractEventLoop, Any, AsyncGenerator[None, None]]] = {}
         self._proxy: str | None = None
         self.breaker = CircuitBreaker(self.breaker_threshold or 2**62, self.breaker_seconds)
 
@@ -437,12 +437,12 @@ class OpenAIPolicy:
         return completion
 
     # -- async ---------------------------------------------------------------------------------
-    def _async_client(self) -> Any:
+    async def _async_client(self) -> Any:
         # An async HTTP client belongs to the event loop it was made on: keep one per loop.
         loop = asyncio.get_running_loop()
         entry = self._async_clients.get(id(loop))
         if entry is None or entry[0] is not loop:
-            for key, (old_loop, _) in list(self._async_clients.items()):
+            for key, (old_loop, *_rest) in list(self._async_clients.items()):
                 if old_loop.is_closed():
                     del self._async_clients[key]
             client: Any
@@ -462,7 +462,11 @@ class OpenAIPolicy:
                     connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(total=self.timeout),
                     headers={"Authorization": f"Bearer {self._api_key}", "User-Agent": "agentenv",
                              "Content-Type": "application/json"})
-            entry = (loop, client)
+            # Closed with its loop: asyncio.run() finalizes the loop's async generators before
+            # it closes the loop, so a directly awaited acall() leaves no unclosed session.
+            lifetime = _client_lifetime(client)
+            await lifetime.__anext__()
+            entry = (loop, client, lifetime)
             self._async_clients[id(loop)] = entry
         return entry[1]
 
@@ -494,7 +498,7 @@ class OpenAIPolicy:
 
     async def acall(self, obs: Observation) -> Completion:
         """Ask the model for the next answer without blocking the event loop."""
-        client = self._async_client()
+        client = await self._async_client()
         body = self.request(obs)
         attempts = 0
         try:
@@ -515,8 +519,7 @@ class OpenAIPolicy:
         loop = asyncio.get_running_loop()
         entry = self._async_clients.pop(id(loop), None)
         if entry is not None:
-            client = entry[1]
-            await client.close()
+            await entry[2].aclose()  # closes the client
 
     def close(self) -> None:
         """Close the sync client. The policy stays usable: a new client is made on demand."""
@@ -599,6 +602,14 @@ class OpenAIPolicy:
             hint = "; check --model and the server's log"
         return (f"{where} answered {failure.describe()} to a one-token request for model "
                 f"{self.model!r}{hint}")
+
+
+async def _client_lifetime(client: Any) -> AsyncGenerator[None, None]:
+    """Holds an async client open until it is finalized (aclose(), or the loop's shutdown)."""
+    try:
+        yield
+    finally:
+        await client.close()
 
 
 def _env_proxy(url: str) -> str | None:

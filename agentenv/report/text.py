@@ -12,8 +12,17 @@ from typing import Any
 
 from agentenv.report.records import Comparison, MetricRow, ReviseResult, RunMetrics
 
-__all__ = ["count", "difficulty_rows", "format_comparison", "format_report", "format_revise",
-           "revise_header", "revise_rows", "table", "tokens"]
+__all__ = ["TOKEN_COLUMNS", "count", "difficulty_rows", "format_comparison", "format_report", "format_revise",
+           "metric_columns", "resample_arm", "revise_header", "revise_rows", "table", "tokens"]
+
+
+def metric_columns(turns: int) -> list[str]:
+    """The names of a run's metric columns, the same in every table of a run: the one `agentenv
+    run` prints, the text report and the HTML report."""
+    return ["pass@1", f"solve@{turns}", "repair", "mean reward", "mean turns"]
+
+
+TOKEN_COLUMNS = ("gen tok", "proc tok", "conv tok")  # generated, processed, final conversation
 
 
 def count(n: int, noun: str, plural: str | None = None) -> str:
@@ -91,8 +100,7 @@ def format_report(metrics: RunMetrics) -> str:
     run = metrics["run"]
     settings = run["settings"]
     turns = run["turns"]
-    header = ["", "tasks", "episodes", "pass@1", f"solve@{turns}", "repair", "reward",
-              "turns", "gen tok", "proc tok", "conv tok"]
+    header = ["", "tasks", "episodes", *metric_columns(turns), *TOKEN_COLUMNS]
     lines = [
         f"run: {run['mode']}, {count(run['tasks'], 'task')}, {count(run['episodes'], 'episode')}, "
         f"T={turns}, policy {', '.join(settings['policy']) or '-'}, "
