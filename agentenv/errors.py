@@ -22,6 +22,7 @@ Failures of candidate code are never exceptions: they are data in a ``RunResult`
 from __future__ import annotations
 
 __all__ = [
+    "DISTRIBUTION",
     "AgentEnvError",
     "ConfigError",
     "DatasetUnavailable",
@@ -37,6 +38,7 @@ __all__ = [
     "SnapshotMismatch",
     "TaskFormatError",
     "TemplateError",
+    "install_hint",
 ]
 
 
@@ -198,6 +200,18 @@ class EpisodeInterrupted(AgentEnvError):
         return (type(self), (self.partial, self.cause))
 
 
+# The distribution's name on the package index (``agentenv`` there is someone else's package);
+# the import name stays ``agentenv``. Kept here so every install line reads the same way.
+DISTRIBUTION = "agentenv-coding"
+
+
+def install_hint(extra: str | None = None) -> str:
+    """The install line for agentenv (with an extra): the published name, and the form that
+    works in a clone of the repository."""
+    suffix = f"[{extra}]" if extra else ""
+    return f'pip install "{DISTRIBUTION}{suffix}", or pip install -e ".{suffix}" in a clone of the repository'
+
+
 class MissingDependency(AgentEnvError, ImportError):
     """An optional dependency is not installed; the message names the extra that brings it.
 
@@ -211,10 +225,11 @@ class MissingDependency(AgentEnvError, ImportError):
 
     @classmethod
     def for_extra(cls, package: str, extra: str, feature: str) -> MissingDependency:
-        """``feature`` needs ``package``, which ``pip install "agentenv[extra]"`` brings."""
+        """``feature`` needs ``package``, which agentenv's extra ``extra`` brings
+        (:func:`install_hint`)."""
         return cls(
             f"{feature} needs the optional package {package!r}, which is not installed; "
-            f'install it with `pip install "agentenv[{extra}]"`.',
+            f"install it with {install_hint(extra)}.",
             package=package, extra=extra,
         )
 

@@ -92,8 +92,8 @@ def test_without_matplotlib_the_text_html_and_browser_are_written_and_the_note_n
     assert {"report.txt", "report.html", "episodes.html", "metrics.json"} <= {p.name for p in out.iterdir()}
     assert not list(out.glob("*.png"))
     _assert_self_contained((out / "report.html").read_text(), images=0)
-    assert any('pip install "agentenv[plots]"' in note for note in metrics["notes"])
-    with pytest.raises(MissingDependency, match=r'pip install "agentenv\[plots\]"'):
+    assert any('pip install "agentenv-coding[plots]"' in note for note in metrics["notes"])
+    with pytest.raises(MissingDependency, match=r'pip install "agentenv-coding\[plots\]"'):
         require_matplotlib()
 
 

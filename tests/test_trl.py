@@ -296,9 +296,9 @@ def test_hf_dataset_rows_feed_the_reward_unchanged() -> None:
 
 
 def test_to_hf_dataset_without_datasets_says_which_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without the datasets package the error names `pip install "agentenv[hf]"`."""
+    """Without the datasets package the error names `pip install "agentenv-coding[hf]"`."""
     monkeypatch.setitem(sys.modules, "datasets", None)  # makes `import datasets` fail
-    with pytest.raises(MissingDependency, match=r'pip install "agentenv\[hf\]"'):
+    with pytest.raises(MissingDependency, match=r'pip install "agentenv-coding\[hf\]"'):
         to_hf_dataset(TASKS)
     assert to_records(TASKS)  # the records need no third-party package
 

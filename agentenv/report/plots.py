@@ -13,7 +13,7 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-from agentenv.errors import MissingDependency
+from agentenv.errors import MissingDependency, install_hint
 from agentenv.report.records import ReviseResult, RunMetrics
 
 __all__ = [
@@ -26,7 +26,7 @@ __all__ = [
     "transition_heatmap",
 ]
 
-PLOTS_MISSING = 'plots left out: matplotlib is not installed (pip install "agentenv[plots]")'
+PLOTS_MISSING = f"plots left out: matplotlib is not installed ({install_hint('plots')})"
 
 
 def plots_available() -> bool:
