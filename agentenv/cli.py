@@ -336,8 +336,10 @@ def _loader_option(text: str) -> tuple[str, Any]:
     return key.strip(), value
 
 
-def _load_tasks(args: argparse.Namespace, spec: str | None = None) -> list[Any]:
-    """Load the task set named on the command line, with its loader options and filters."""
+def _load_tasks(args: argparse.Namespace, spec: str | None = None,
+                problems: list[str] | None = None) -> list[Any]:
+    """Load the task set named on the command line, with its loader options and filters
+    (``problems``: collect what does not load instead of raising, see ``load_tasks``)."""
     from agentenv.tasks import load_tasks
 
     spec = spec if spec is not None else args.tasks
@@ -351,11 +353,11 @@ def _load_tasks(args: argparse.Namespace, spec: str | None = None) -> list[Any]:
     if getattr(args, "dedupe", False):
         options["dedupe"] = True
     try:
-        tasks = load_tasks(spec, **options)
+        tasks = load_tasks(spec, problems=problems, **options)
     except TypeError as exc:  # an option the chosen loader does not take
         raise ConfigError(f"task set {spec!r} does not take these options ({exc}); "
                           f"see `{_command_prog(args)} --help`") from None
-    if not tasks:
+    if not tasks and not problems:
         raise ConfigError(f"task set {spec!r} has no tasks left after the filters")
     return tasks
 
@@ -735,36 +737,16 @@ def _validate_one(task: Any, timeout: float) -> dict[str, Any]:
 
 
 def _validation_problems(args: argparse.Namespace) -> tuple[list[Any], list[str]]:
-    """The tasks that load, and one line per problem of those that do not. A directory's
-    files are read one by one, so one broken file does not hide the problems of the others."""
+    """The tasks that load, and one line per problem of those that do not: every task file of
+    a directory and every record of a file is read, so one broken task hides no other."""
     from agentenv.errors import TaskFormatError
 
-    spec = Path(str(args.tasks)).expanduser()
-    if not spec.is_dir():
-        try:
-            return _load_tasks(args), []
-        except TaskFormatError as exc:
-            return [], exc.lines()
-    from agentenv.tasks.builtin import load_file
-    from agentenv.tasks.filters import apply_filters
-
-    tasks, problems = [], []
-    for path in sorted(spec.glob("*.toml")):
-        try:
-            tasks.append(load_file(path))
-        except TaskFormatError as exc:
-            problems += exc.lines()
-    seen: dict[str, Path] = {}
-    for task in tasks:
-        if task.name in seen:
-            problems.append(f"directory {spec}: task {task.name!r}: duplicate task name")
-        seen[task.name] = spec
-    if not tasks and not problems:
-        raise ConfigError(f"{spec} holds no *.toml task files")
-    options = {key: getattr(args, attr) for attr, key in (
-        ("difficulty", "difficulty"), ("tags", "tags"), ("since", "since"), ("shuffle_seed", "shuffle_seed"),
-        ("limit", "limit")) if getattr(args, attr, None) is not None}
-    return apply_filters(tasks, **options, dedupe=args.dedupe), problems
+    problems: list[str] = []
+    try:
+        tasks = _load_tasks(args, problems=problems)
+    except TaskFormatError as exc:  # the file as a whole (or a named benchmark's record)
+        return [], problems + exc.lines()
+    return tasks, problems
 
 
 def _cmd_tasks_validate(args: argparse.Namespace) -> int:

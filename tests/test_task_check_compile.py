@@ -110,3 +110,27 @@ def test_tasks_validate_reports_every_problem_of_every_file_and_still_runs_the_g
     assert sum("task 'two'" in line for line in problem_lines) == 3
     assert sum("task 'one'" in line for line in problem_lines) == 1
     assert "1 of 1 reference solution(s) pass" in out  # the good file was still validated
+
+
+def test_tasks_validate_reports_every_broken_record_of_a_jsonl_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "tasks.jsonl"
+    rows = [GOOD, {**GOOD, "name": "bad1", "checks": ["assert add(1,"]},
+            {**GOOD, "name": "bad2", "checks": ["assert add(1, 2) == 3", "assert add(2 2) == 4"], "difficulty": "?"}]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    code = main(["tasks", "validate", str(path), "--no-progress"])
+    out, _err = capsys.readouterr()
+    assert code == 1 and "3 problems in the task files" in out
+    assert "task 'bad1'" in out and out.count("task 'bad2'") == 2
+    assert "1 of 1 reference solution(s) pass" in out
+    with pytest.raises(TaskFormatError, match="task 'bad1'"):  # loading for a run still refuses
+        load_tasks(str(path))
+
+
+def test_load_tasks_collects_problems_when_asked(tmp_path: Path) -> None:
+    (tmp_path / "000_ok.toml").write_text(toml_task("ok", ["assert ok(1) == 1"]))
+    (tmp_path / "001_bad.toml").write_text(toml_task("bad", ["assert bad(1) =="]))
+    problems: list[str] = []
+    tasks = load_tasks(str(tmp_path), problems=problems)
+    assert [t.name for t in tasks] == ["ok"]
+    assert len(problems) == 1 and "task 'bad'" in problems[0] and "checks[0]" in problems[0]

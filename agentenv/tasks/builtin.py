@@ -59,18 +59,35 @@ def _with_file_line(message: str, data: Mapping[str, Any], text: str) -> str:
     return f"{message} [line {found[0]} of the file]" if len(found) == 1 else message
 
 
-def load_dir(directory: Path) -> list[Task]:
-    """Read every ``*.toml`` task file in ``directory``, in name order, with unique names."""
-    tasks = [load_file(p) for p in sorted(directory.glob("*.toml"))]
-    if not tasks:
+def load_dir(directory: Path, problems: list[str] | None = None) -> list[Task]:
+    """Read every ``*.toml`` task file in ``directory``, in name order, with unique names.
+
+    With ``problems`` (a list), a file that does not load adds one line per problem to it and
+    is left out, instead of raising: every broken file is reported at once."""
+    tasks: list[Task] = []
+    files = sorted(directory.glob("*.toml"))
+    for path in files:
+        try:
+            tasks.append(load_file(path))
+        except TaskFormatError as exc:
+            if problems is None:
+                raise
+            problems += exc.lines()
+    if not files:
         raise TaskFormatError("holds no *.toml task files", path=str(directory))
     seen: dict[str, int] = {}
+    unique = []
     for i, task in enumerate(tasks):
         if task.name in seen:
-            raise TaskFormatError(f"duplicate task name (also task #{seen[task.name]})",
-                                  path=str(directory), task=task.name, field="name")
+            error = TaskFormatError(f"duplicate task name (also task #{seen[task.name]})",
+                                    path=str(directory), task=task.name, field="name")
+            if problems is None:
+                raise error
+            problems.append(str(error))
+            continue
         seen[task.name] = i
-    return tasks
+        unique.append(task)
+    return unique
 
 
 @functools.lru_cache(maxsize=1)
