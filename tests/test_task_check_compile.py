@@ -134,3 +134,13 @@ def test_load_tasks_collects_problems_when_asked(tmp_path: Path) -> None:
     tasks = load_tasks(str(tmp_path), problems=problems)
     assert [t.name for t in tasks] == ["ok"]
     assert len(problems) == 1 and "task 'bad'" in problems[0] and "checks[0]" in problems[0]
+
+
+def test_generated_checks_past_the_limit_are_left_to_the_sandbox() -> None:
+    """A check of generated test data longer than the limit is not compiled at load (a
+    megabyte of literals takes a second to compile); a hand-written one always is."""
+    from agentenv.tasks.schema import COMPILE_AT_LOAD_LIMIT, syntax_problem
+
+    huge = "assert add(*" + "[" + "1, " * COMPILE_AT_LOAD_LIMIT + "]) =="
+    assert syntax_problem(huge) is None
+    assert syntax_problem(huge[:1000] + "]) ==") is not None

@@ -6,7 +6,7 @@ the candidate code, or a :class:`StdioCase` that feeds stdin to the candidate pr
 compares what it prints.
 
 A task is validated when it is made: every field, and every check (with the setup code and
-the prelude) compiled, so a check that cannot run is an error at load naming the task, the
+the prelude) compiled, up to 64 KB of source (longer checks are generated test data), so a check that cannot run is an error at load naming the task, the
 check and the line, not a failure charged to every policy. The error lists every problem of
 the task (:attr:`agentenv.errors.TaskFormatError.problems`).
 """
@@ -106,10 +106,19 @@ def check_from_dict(data: Any, *, task: str | None = None, path: str | None = No
     )
 
 
+# Checks longer than this are generated test data (a benchmark's inputs as literals, which a
+# loader writes from parsed values): compiling a megabyte of literals costs a second, so they
+# are left to the sandbox, which reports one that does not compile at run time.
+COMPILE_AT_LOAD_LIMIT = 64 * 1024
+
+
 @functools.lru_cache(maxsize=8192)  # a replaced or reloaded task compiles its checks once
 def syntax_problem(source: str) -> str | None:
     """Why ``source`` does not compile as Python (with the line and the offending text), or
-    None when it does. Compiled as the sandbox compiles a check."""
+    None when it does (or is longer than COMPILE_AT_LOAD_LIMIT characters). Compiled as the
+    sandbox compiles a check."""
+    if len(source) > COMPILE_AT_LOAD_LIMIT:
+        return None
     try:
         with warnings.catch_warnings():  # SyntaxWarnings are the sandbox's to show, not the loader's
             warnings.simplefilter("ignore")
