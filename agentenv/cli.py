@@ -3,9 +3,9 @@
 Commands::
 
     agentenv run [options]                  rollouts into runs/<timestamp>/ (offline by default)
-    agentenv tasks list [--tasks SET]       the tasks of a set
+    agentenv tasks list [SET]               the tasks of a set (SET or --tasks SET, as run takes it)
     agentenv tasks show NAME [--tasks SET]  one task in full
-    agentenv tasks validate [PATH]          run every reference solution, report the failures
+    agentenv tasks validate [SET]           every problem of every task, then every reference solution run
     agentenv check CODE_FILE --task NAME    score one file against a task, failures shown
     agentenv report RUN_DIR [RUN_DIR2]      text + HTML + rollout browser for a run, plots with
                                             matplotlib (two runs: revise vs resample)
@@ -16,7 +16,9 @@ Nothing printed is read as rich markup, so text in square brackets is shown as w
 This module only parses options, calls the library and prints; it is the one place (with the
 examples) that configures logging. Every error a user can cause (a bad flag, a missing or
 malformed file, a missing API key) ends as one line on stderr and a non-zero exit code:
-2 for usage and configuration errors, 1 when the work ran but found failures, 130 on Ctrl-C.
+2 for usage and configuration errors, 1 when the work ran but found failures (a run whose
+episodes mostly ended in ``policy_error``, the server refusing the requests, is one), 130 on
+Ctrl-C. An error points to the help of the subcommand it was given to.
 """
 
 from __future__ import annotations
