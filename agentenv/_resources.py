@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agentenv.errors import install_hint
+
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
@@ -18,5 +20,5 @@ def data_dir(name: str) -> Path:
             return candidate
     raise FileNotFoundError(
         f"agentenv's packaged {name!r} folder is missing (looked in {_PACKAGE_DIR / '_data'} "
-        f"and {_PACKAGE_DIR.parent}); reinstall agentenv with `pip install agentenv`."
+        f"and {_PACKAGE_DIR.parent}); reinstall agentenv: {install_hint()}."
     )

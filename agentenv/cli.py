@@ -3,9 +3,9 @@
 Commands::
 
     agentenv run [options]                  rollouts into runs/<timestamp>/ (offline by default)
-    agentenv tasks list [--tasks SET]       the tasks of a set
+    agentenv tasks list [SET]               the tasks of a set (SET or --tasks SET, as run takes it)
     agentenv tasks show NAME [--tasks SET]  one task in full
-    agentenv tasks validate [PATH]          run every reference solution, report the failures
+    agentenv tasks validate [SET]           every problem of every task, then every reference solution run
     agentenv check CODE_FILE --task NAME    score one file against a task, failures shown
     agentenv report RUN_DIR [RUN_DIR2]      text + HTML + rollout browser for a run, plots with
                                             matplotlib (two runs: revise vs resample)
@@ -16,7 +16,9 @@ Nothing printed is read as rich markup, so text in square brackets is shown as w
 This module only parses options, calls the library and prints; it is the one place (with the
 examples) that configures logging. Every error a user can cause (a bad flag, a missing or
 malformed file, a missing API key) ends as one line on stderr and a non-zero exit code:
-2 for usage and configuration errors, 1 when the work ran but found failures, 130 on Ctrl-C.
+2 for usage and configuration errors, 1 when the work ran but found failures (a run whose
+episodes mostly ended in ``policy_error``, the server refusing the requests, is one), 130 on
+Ctrl-C. An error points to the help of the subcommand it was given to.
 """
 
 from __future__ import annotations
@@ -107,15 +109,11 @@ def _nonneg_float(text: str) -> float:
     return value
 
 
-def _add_task_options(p: argparse.ArgumentParser, default: str | None = "builtin", *,
-                      positional: bool = False) -> None:
+def _add_task_options(p: argparse.ArgumentParser, default: str | None = "builtin") -> None:
     """Options that choose a task set and filter it; the same on every subcommand that loads tasks."""
-    help_set = ("builtin | humaneval | mbpp | livecodebench | apps | PATH.jsonl | PATH.toml | DIR "
-                "(default: %(default)s)")
-    if positional:
-        p.add_argument("tasks", nargs="?", default=default, metavar="SET", help=help_set)
-    else:
-        p.add_argument("--tasks", default=default, metavar="SET", help=help_set)
+    p.add_argument("--tasks", default=default, metavar="SET",
+                   help="builtin | humaneval | mbpp | livecodebench | apps | PATH.jsonl | PATH.toml | DIR "
+                        "(default: builtin)")
     p.add_argument("--data", default=None, metavar="PATH",
                    help="local copy of a named benchmark (mbpp, livecodebench, apps, humaneval)")
     p.add_argument("--map", dest="field_map", default=None, metavar="FIELD=COLUMN,...",
@@ -129,6 +127,24 @@ def _add_task_options(p: argparse.ArgumentParser, default: str | None = "builtin
     p.add_argument("--dedupe", action="store_true", help="drop tasks whose prompt repeats an earlier one")
     p.add_argument("--shuffle-seed", type=int, default=None, help="shuffle the tasks with this seed")
     p.add_argument("--limit", type=_positive_int, default=None, help="keep the first N tasks")
+
+
+def _add_set_argument(p: argparse.ArgumentParser) -> None:
+    """``[SET]`` or ``--tasks SET`` (as ``run`` takes it), with the loader options and filters."""
+    p.add_argument("set", nargs="?", default=None, metavar="SET",
+                   help="the task set, as --tasks takes it (either form; default: builtin)")
+    _add_task_options(p, default=None)
+
+
+def _resolve_set(args: argparse.Namespace) -> None:
+    """``args.tasks`` from ``[SET]`` or ``--tasks`` (refusing two different ones)."""
+    if args.set is not None:
+        if args.tasks not in (None, args.set):
+            raise _UsageError(f"agentenv tasks {args.tasks_command}: two task sets given ({args.set!r} "
+                              f"and --tasks {args.tasks!r}); give one (see `agentenv tasks "
+                              f"{args.tasks_command} --help`)")
+        args.tasks = args.set
+    args.tasks = args.tasks or "builtin"
 
 
 def _global_options(suppress: bool) -> _Parser:
@@ -223,12 +239,14 @@ def build_parser() -> argparse.ArgumentParser:
     tasks = sub.add_parser("tasks", parents=common, help="list, show or validate tasks")
     tasks_sub = tasks.add_subparsers(dest="tasks_command", metavar="ACTION", parser_class=_Parser)
     t_list = tasks_sub.add_parser("list", parents=common, help="list the tasks of a set")
-    _add_task_options(t_list)
+    _add_set_argument(t_list)
     t_show = tasks_sub.add_parser("show", parents=common, help="show one task in full")
     t_show.add_argument("name", help="task name")
     _add_task_options(t_show)
-    t_validate = tasks_sub.add_parser("validate", parents=common, help="run every reference solution; report failures")
-    _add_task_options(t_validate, positional=True)
+    t_validate = tasks_sub.add_parser("validate", parents=common,
+                                      help="check every task file and run every reference solution; "
+                                           "report every problem")
+    _add_set_argument(t_validate)
     t_validate.add_argument("--timeout", type=_nonneg_float, default=10.0,
                             help="sandbox seconds per task (default: 10)")
     t_validate.add_argument("--no-progress", action="store_true", help="no live progress bar")
@@ -299,6 +317,16 @@ _OPENAI_ONLY = (("--model", "model"), ("--base-url", "base_url"), ("--temperatur
                 ("--return-tokens", "return_tokens"))
 
 
+def _command_prog(args: argparse.Namespace | None) -> str:
+    """The command line's subcommand, as its help is asked for: ``agentenv tasks list``."""
+    words = ["agentenv"]
+    for attr in ("command", "tasks_command"):
+        value = getattr(args, attr, None) if args is not None else None
+        if value:
+            words.append(str(value))
+    return " ".join(words)
+
+
 def _loader_option(text: str) -> tuple[str, Any]:
     key, sep, raw = text.partition("=")
     if not sep or not key.strip():
@@ -310,8 +338,10 @@ def _loader_option(text: str) -> tuple[str, Any]:
     return key.strip(), value
 
 
-def _load_tasks(args: argparse.Namespace, spec: str | None = None) -> list[Any]:
-    """Load the task set named on the command line, with its loader options and filters."""
+def _load_tasks(args: argparse.Namespace, spec: str | None = None,
+                problems: list[str] | None = None) -> list[Any]:
+    """Load the task set named on the command line, with its loader options and filters
+    (``problems``: collect what does not load instead of raising, see ``load_tasks``)."""
     from agentenv.tasks import load_tasks
 
     spec = spec if spec is not None else args.tasks
@@ -325,11 +355,11 @@ def _load_tasks(args: argparse.Namespace, spec: str | None = None) -> list[Any]:
     if getattr(args, "dedupe", False):
         options["dedupe"] = True
     try:
-        tasks = load_tasks(spec, **options)
+        tasks = load_tasks(spec, problems=problems, **options)
     except TypeError as exc:  # an option the chosen loader does not take
         raise ConfigError(f"task set {spec!r} does not take these options ({exc}); "
-                          "see `agentenv tasks list --help`") from None
-    if not tasks:
+                          f"see `{_command_prog(args)} --help`") from None
+    if not tasks and not problems:
         raise ConfigError(f"task set {spec!r} has no tasks left after the filters")
     return tasks
 
@@ -364,8 +394,20 @@ def _temperature(args: argparse.Namespace) -> float:
     return 0.2 if args.temperature is None else float(args.temperature)
 
 
+def _importable_from_cwd(spec: str) -> None:
+    """``--policy mymodule:Class`` finds ``mymodule.py`` in the current directory, as
+    ``python -m`` would (the ``agentenv`` script's own directory is on the path instead)."""
+    if ":" not in spec:
+        return
+    cwd = os.getcwd()
+    if not any(entry in ("", ".", cwd) for entry in sys.path):
+        sys.path.insert(0, cwd)
+
+
 def _make_run_policy(args: argparse.Namespace, tasks: list[Any]) -> Any:
     from agentenv.policies import make_policy
+
+    _importable_from_cwd(args.policy)
 
     if args.policy == "openai":
         options: dict[str, Any] = {"model": args.model or "gpt-4o", "temperature": _temperature(args)}
@@ -399,13 +441,14 @@ def _make_run_policy(args: argparse.Namespace, tasks: list[Any]) -> Any:
 _UNCERTAIN = ("pass@1", "solve_rate", "mean_reward")
 
 
-def _summary_table(summary: Mapping[str, Any], title: str) -> Table:
-    """The run's headline numbers; rates and the reward carry a 95% interval over tasks."""
+def _summary_table(summary: Mapping[str, Any], title: str, turns: int) -> Table:
+    """The run's headline numbers; rates and the reward carry a 95% interval over tasks. The
+    columns are named as `agentenv report` names them."""
     from agentenv.report.stats import mean_halfwidth
+    from agentenv.report.text import TOKEN_COLUMNS, metric_columns
 
     table = Table(title=title, title_justify="left")
-    for column in ("", "tasks", "episodes", "pass@1", "solve rate", "repair", "mean reward",
-                   "mean turns", "tokens/episode"):
+    for column in ("", "tasks", "episodes", *metric_columns(turns), TOKEN_COLUMNS[-1]):
         table.add_column(column, justify="left" if not column else "right")
 
     def row(label: str, r: Mapping[str, Any], tasks: list[dict[str, Any]]) -> None:
@@ -428,10 +471,10 @@ def _summary_table(summary: Mapping[str, Any], title: str) -> Table:
 
 def _column_notes(turns: int) -> str:
     horizon = "the first turn" if turns == 1 else f"any of the {turns} turns"
-    return ("pass@1: solved on the first turn; solve rate: solved on " + horizon + "; repair: "
+    return (f"pass@1: solved on the first turn; solve@{turns}: solved on " + horizon + "; repair: "
             "solved later, of the episodes that failed turn 1; mean reward: the final turn's, in "
-            "[0, 1]; ± : 95% interval over tasks (1.96 standard errors); tokens/episode: the "
-            "final conversation, every message once")
+            "[0, 1]; ± : 95% interval over tasks (1.96 standard errors); conv tok: tokens of the "
+            "final conversation per episode, every message once")
 
 
 def _resumed_rewards(out: Path, tasks: list[Any], args: argparse.Namespace) -> tuple[list[float], int]:
@@ -534,15 +577,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
         progress.stop()
     summary = result.summary
     stdout = _stdout()
-    stdout.print(_summary_table(summary, f"{args.policy} on {args.tasks} ({turns})"))
+    stdout.print(_summary_table(summary, f"{args.policy} on {args.tasks} ({turns})",
+                                1 if args.single_step else args.max_turns))
     stdout.print(_column_notes(1 if args.single_step else args.max_turns))
     run_info = summary["run"]
     continued = f" ({result.continued} continued from a partial record)" if result.continued else ""
     stdout.print(f"{_plural(run_info['ran'], 'episode')} run{continued}, {result.skipped} resumed, "
                  f"{run_info['seconds']:.1f}s; wrote {out / 'trajectories.jsonl'} and "
                  f"{out / 'summary.json'}")
-    # Quoted for a shell: the line is meant to be pasted as it is, whatever the directory's name.
-    stdout.print(f"next: agentenv report {shlex.quote(str(out))}   (HTML report and a browser of every episode)")
     kept = ""  # partial episodes: stopped midway, their graded turns saved, not in the table
     if result.partial:
         graded = sum(len(t.turns) for t in result.partial)
@@ -563,7 +605,32 @@ def _cmd_run(args: argparse.Namespace) -> int:
                   f"{result.errors[0].error}){'; saved ' + kept if kept else ''}; run the same command "
                   "again to retry them (partial episodes go on from their last graded turn)")
         return EXIT_FAILURES
+    if _policy_errors(summary, result.trajectories, err):
+        return EXIT_FAILURES
+    # Quoted for a shell: the line is meant to be pasted as it is, whatever the directory's name.
+    stdout.print(f"next: agentenv report {shlex.quote(str(out))}   (HTML report and a browser of every episode)")
     return EXIT_OK
+
+
+def _policy_errors(summary: Mapping[str, Any], trajectories: Sequence[Any], err: Console) -> bool:
+    """Say how many episodes ended because the server rejected the model's request
+    (``policy_error``): a warning for a few, an error when they are most of the run (its
+    numbers are then the server's refusals, not the model's work). True for the error."""
+    count = int(summary.get("stop_reasons", {}).get("policy_error") or 0)
+    if not count:
+        return False
+    episodes = int(summary.get("episodes") or 0)
+    first = next((str(t.metadata.get("policy_error")) for t in trajectories
+                  if t.stop_reason == "policy_error" and t.metadata.get("policy_error")), "")
+    why = f" (first: {first})" if first else ""
+    if 2 * count > episodes:
+        err.print(f"error: {count} of {_plural(episodes, 'episode')} ended with stop reason "
+                  f"policy_error: the server rejected the model's requests{why}; the table's "
+                  "numbers are those refusals, not the model's work: fix the request and run again")
+        return True
+    err.print(f"warning: {count} of {_plural(episodes, 'episode')} ended with stop reason "
+              f"policy_error: the server rejected the model's request{why}")
+    return False
 
 
 def _tree_shape(text: str) -> tuple[int, int]:
@@ -584,10 +651,11 @@ def _run_repair_trees(args: argparse.Namespace, tasks: Any, policy: Any, config:
                     f"{args.policy} policy, {args.max_turns} turns -> {out}")
     result = run_repair_trees(tasks, policy, config, out, initial=initial, repairs=repairs)
     tree = result.summary["tree"]
-    _stdout().print(_summary_table(result.summary, f"{args.policy} on {args.tasks} (repair trees)"))
-    _stdout().print("each root counts once (its branches share its weight): pass@1: the first "
-                    "programs' pass rate; solve rate: a root with one repair (a random branch); repair: "
-                    "a branch's chance to repair its failed root")
+    _stdout().print(_summary_table(result.summary, f"{args.policy} on {args.tasks} (repair trees)",
+                                   args.max_turns))
+    _stdout().print(f"each root counts once (its branches share its weight): pass@1: the first "
+                    f"programs' pass rate; solve@{args.max_turns}: a root with one repair (a random "
+                    "branch); repair: a branch's chance to repair its failed root")
     rate = tree["tree_solve_rate"]
     _stdout().print(f"{tree['roots']} roots, {tree['failed_roots']} failed and branched {repairs} ways; "
                     f"tree solve rate (first program or any of {repairs} repairs) "
@@ -600,6 +668,7 @@ def _run_repair_trees(args: argparse.Namespace, tasks: Any, policy: Any, config:
 # -- tasks -------------------------------------------------------------------------------------
 
 def _cmd_tasks_list(args: argparse.Namespace) -> int:
+    _resolve_set(args)
     tasks = _load_tasks(args)
     table = Table(title=f"{len(tasks)} task(s) in {args.tasks}", title_justify="left")
     for column in ("#", "name", "difficulty", "checks", "visible", "reference", "attempts", "tags"):
@@ -627,6 +696,12 @@ def _cmd_tasks_show(args: argparse.Namespace) -> int:
         out.print()
         out.print(text, style="bold")
 
+    def code(source: str) -> Text:
+        # Highlighted text, not a Syntax panel: a panel pads every line to the console's width.
+        text = Syntax(source.strip(), "python").highlight(source.strip())
+        text.rstrip()
+        return text
+
     heading("prompt")
     out.print(task.prompt.strip())
     heading(f"hidden checks ({len(task.checks)})")
@@ -638,14 +713,14 @@ def _cmd_tasks_show(args: argparse.Namespace) -> int:
             out.print(f"  {i}. {check}")
     if task.setup_code.strip():
         heading("setup code")
-        out.print(Syntax(task.setup_code.strip(), "python"))
+        out.print(code(task.setup_code))
     if task.reference_solution:
         heading("reference solution")
-        out.print(Syntax(task.reference_solution.strip(), "python"))
+        out.print(code(task.reference_solution))
     attempts = task.metadata.get("attempts") or []
     for i, attempt in enumerate(attempts if isinstance(attempts, list) else [], start=1):
         heading(f"scripted attempt {i}")
-        out.print(Syntax(str(attempt).strip(), "python"))
+        out.print(code(str(attempt)))
     return EXIT_OK
 
 
@@ -663,8 +738,29 @@ def _validate_one(task: Any, timeout: float) -> dict[str, Any]:
     return row
 
 
+def _validation_problems(args: argparse.Namespace) -> tuple[list[Any], list[str]]:
+    """The tasks that load, and one line per problem of those that do not: every task file of
+    a directory and every record of a file is read, so one broken task hides no other."""
+    from agentenv.errors import TaskFormatError
+
+    problems: list[str] = []
+    try:
+        tasks = _load_tasks(args, problems=problems)
+    except TaskFormatError as exc:  # the file as a whole (or a named benchmark's record)
+        return [], problems + exc.lines()
+    return tasks, problems
+
+
 def _cmd_tasks_validate(args: argparse.Namespace) -> int:
-    tasks = _load_tasks(args)
+    _resolve_set(args)
+    tasks, problems = _validation_problems(args)
+    out = _stdout()
+    if problems:
+        out.print(f"{_plural(len(problems), 'problem')} in the task files:")
+        for line in problems:
+            out.print(Text(f"  {printable(line)}"))
+    if not tasks:
+        return EXIT_FAILURES
     err = _stderr()
     progress = Progress(TextColumn("[bold]validating"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=err, disable=args.no_progress or args.quiet,
@@ -697,7 +793,7 @@ def _cmd_tasks_validate(args: argparse.Namespace) -> int:
     checked = len(rows) - len(missing)
     out.print(f"{checked - len(failing)} of {checked} reference solution(s) pass"
               + (f"; {len(missing)} task(s) have no reference" if missing else ""))
-    return EXIT_FAILURES if failing else EXIT_OK
+    return EXIT_FAILURES if failing or problems else EXIT_OK
 
 
 # -- check -------------------------------------------------------------------------------------
@@ -821,7 +917,8 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.command == "tasks":
         actions = {"list": _cmd_tasks_list, "show": _cmd_tasks_show, "validate": _cmd_tasks_validate}
         if args.tasks_command not in actions:
-            raise _UsageError("agentenv tasks: choose an action: list, show NAME or validate PATH")
+            raise _UsageError("agentenv tasks: choose an action: list, show NAME or validate SET "
+                              "(see `agentenv tasks --help`)")
         return actions[args.tasks_command](args)
     if args.command == "check":
         return _cmd_check(args)
@@ -847,12 +944,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``agentenv`` command line; returns the exit code."""
     _tolerant_output()
     parser = build_parser()
+    args: argparse.Namespace | None = None
     try:
-        args = parser.parse_args(list(argv) if argv is not None else None)
+        args, extra = parser.parse_known_args(list(argv) if argv is not None else None)
+        if extra:  # said by the subcommand that was given, pointing to its own help
+            prog = _command_prog(args)
+            raise _UsageError(f"{prog}: unrecognized arguments: {' '.join(extra)} (see `{prog} --help`)")
         _configure_logging("error" if args.quiet else args.log_level, args.log_json)
         return _dispatch(args, parser)
     except _UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ConfigError as exc:  # an option's value: where the options are described
+        prog = _command_prog(args)
+        hint = "" if "--help" in str(exc) or prog == "agentenv" else f" (see `{prog} --help`)"
+        print(f"agentenv: error: {exc}{hint}", file=sys.stderr)
         return EXIT_USAGE
     except AgentEnvError as exc:
         print(f"agentenv: error: {exc}", file=sys.stderr)

@@ -22,6 +22,7 @@ Failures of candidate code are never exceptions: they are data in a ``RunResult`
 from __future__ import annotations
 
 __all__ = [
+    "DISTRIBUTION",
     "AgentEnvError",
     "ConfigError",
     "DatasetUnavailable",
@@ -37,6 +38,7 @@ __all__ = [
     "SnapshotMismatch",
     "TaskFormatError",
     "TemplateError",
+    "install_hint",
 ]
 
 
@@ -49,23 +51,53 @@ class EnvStateError(AgentEnvError):
 
 
 class TaskFormatError(AgentEnvError, ValueError):
-    """A task file or record is malformed."""
+    """A task file or record is malformed.
+
+    ``problems`` holds every problem found in the task as ``(field, message)`` pairs (one when
+    only one was found); the message names them all, and :meth:`lines` gives one line each.
+    ``field`` and ``detail`` are the first problem's.
+    """
 
     def __init__(self, message: str, *, path: str | None = None, task: str | None = None,
-                 field: str | None = None) -> None:
-        where = []
-        if path is not None:
-            where.append(f"file {path}")
-        if task is not None:
-            where.append(f"task {task!r}")
-        if field is not None:
-            where.append(f"field {field!r}")
-        prefix = (", ".join(where) + ": ") if where else ""
-        super().__init__(prefix + message)
-        self.detail = message  # the message without the file/task/field prefix
+                 field: str | None = None,
+                 problems: tuple[tuple[str | None, str], ...] | list[tuple[str | None, str]] | None = None) -> None:
+        self.problems: tuple[tuple[str | None, str], ...] = tuple(problems) if problems else ((field, message),)
+        if problems:
+            field, message = self.problems[0]
+        self.detail = message  # the (first) message without the file/task/field prefix
         self.path = path
         self.task = task
         self.field = field
+        if len(self.problems) == 1:
+            text = self._where(field) + message
+        else:
+            text = (self._where(None) + f"{len(self.problems)} problems: "
+                    + "; ".join(f"{self._label(f)}{m}" for f, m in self.problems))
+        super().__init__(text)
+
+    @staticmethod
+    def _label(field: str | None) -> str:
+        return f"field {field!r}: " if field is not None else ""
+
+    def _where(self, field: str | None) -> str:
+        where = []
+        if self.path is not None:
+            where.append(f"file {self.path}")
+        if self.task is not None:
+            where.append(f"task {self.task!r}")
+        if field is not None:
+            where.append(f"field {field!r}")
+        return (", ".join(where) + ": ") if where else ""
+
+    def lines(self) -> list[str]:
+        """One line per problem, each naming the file, the task and the field."""
+        return [self._where(field) + message for field, message in self.problems]
+
+    def located(self, *, path: str | None = None, task: str | None = None) -> TaskFormatError:
+        """The same problems, said of this file and this task (where given)."""
+        return TaskFormatError(self.detail, path=path if path is not None else self.path,
+                               task=task if task is not None else self.task, field=self.field,
+                               problems=self.problems)
 
 
 class RunFormatError(AgentEnvError, ValueError):
@@ -168,6 +200,18 @@ class EpisodeInterrupted(AgentEnvError):
         return (type(self), (self.partial, self.cause))
 
 
+# The distribution's name on the package index (``agentenv`` there is someone else's package);
+# the import name stays ``agentenv``. Kept here so every install line reads the same way.
+DISTRIBUTION = "agentenv-coding"
+
+
+def install_hint(extra: str | None = None) -> str:
+    """The install line for agentenv (with an extra): the published name, and the form that
+    works in a clone of the repository."""
+    suffix = f"[{extra}]" if extra else ""
+    return f'pip install "{DISTRIBUTION}{suffix}", or pip install -e ".{suffix}" in a clone of the repository'
+
+
 class MissingDependency(AgentEnvError, ImportError):
     """An optional dependency is not installed; the message names the extra that brings it.
 
@@ -181,10 +225,11 @@ class MissingDependency(AgentEnvError, ImportError):
 
     @classmethod
     def for_extra(cls, package: str, extra: str, feature: str) -> MissingDependency:
-        """``feature`` needs ``package``, which ``pip install "agentenv[extra]"`` brings."""
+        """``feature`` needs ``package``, which agentenv's extra ``extra`` brings
+        (:func:`install_hint`)."""
         return cls(
             f"{feature} needs the optional package {package!r}, which is not installed; "
-            f'install it with `pip install "agentenv[{extra}]"`.',
+            f"install it with {install_hint(extra)}.",
             package=package, extra=extra,
         )
 

@@ -16,7 +16,8 @@ What it owns:
     ``max_turns`` and ``examples`` (the task's *visible* checks; each has ``kind`` "python"
     with ``code``, or ``kind`` "stdio" with ``stdin``/``expected_stdout``);
   - ``feedback.j2``: ``turn``, ``turns_left``, ``passed``, ``total``, ``failures`` (each with
-    ``index``, ``check``, ``kind``, ``message``), ``omitted`` (failures not shown), ``solved``,
+    ``index``, ``check``, ``kind``, ``message`` and ``count``: checks that all failed because the
+    solution itself did, such as a syntax error, are one failure with ``count`` > 1), ``omitted`` (failures not shown), ``solved``,
     ``outcome``, ``source`` ("all" or "visible"), ``entry_point``, ``timed_out``. With
     ``source="visible"`` every one of them comes from the visible checks' own run ("not_shown"
     is the ``outcome`` of code a task without visible checks cannot show); ``solved`` means the
@@ -82,6 +83,9 @@ def truncate_middle(text: str, limit: int) -> str:
     return text[:head] + marker + text[len(text) - tail:] if tail else text[:head] + marker
 
 
+_WHOLE_SOLUTION = "solution:"  # how a failure of the solution itself (not of one check) begins
+
+
 @dataclass(frozen=True)
 class FailureView:
     """One failure as ``feedback.j2`` sees it (already truncated)."""
@@ -90,6 +94,7 @@ class FailureView:
     check: str
     kind: str
     message: str
+    count: int = 1  # > 1: that many failures of the whole solution alike, shown once
 
 
 @dataclass(frozen=True)
@@ -304,14 +309,27 @@ class Prompts:
         ]
 
     def failure_views(self, failures: Sequence[Failure]) -> tuple[list[FailureView], int]:
-        """The failures feedback lists (truncated, at most ``max_failures``) and how many were left out."""
+        """The failures feedback lists (truncated, at most ``max_failures``) and how many were left out.
+
+        Checks that failed alike because the solution itself failed (a syntax error, an
+        import that raises: the same kind and the same ``solution: ...`` message) are one view
+        with ``count`` set, not one line per check."""
+        groups: list[list[Failure]] = []
+        for f in failures:
+            last = groups[-1][0] if groups else None
+            if (last is not None and f.message.startswith(_WHOLE_SOLUTION)
+                    and (last.kind, last.message) == (f.kind, f.message)):
+                groups[-1].append(f)
+            else:
+                groups.append([f])
         shown = [
-            FailureView(index=f.index,
-                        check=neutralise_control_tokens(printable(truncate_middle(f.check, self.max_chars))),
-                        kind=f.kind, message=quote_block(truncate_middle(f.message, self.max_chars)))
-            for f in failures[: self.max_failures]
+            FailureView(index=group[0].index,
+                        check=neutralise_control_tokens(printable(truncate_middle(group[0].check, self.max_chars))),
+                        kind=group[0].kind, message=quote_block(truncate_middle(group[0].message, self.max_chars)),
+                        count=len(group))
+            for group in groups[: self.max_failures]
         ]
-        return shown, max(0, len(failures) - len(shown))
+        return shown, max(0, len(failures) - sum(view.count for view in shown))
 
     def feedback(self, *, turn: int, turns_left: int, passed: int, total: int,
                  failures: Sequence[Failure], solved: bool = False, outcome: str = "wrong_answer",

@@ -590,7 +590,8 @@ def test_report_without_matplotlib_still_writes_text_and_html_and_says_how_to_ge
     written = {p.name for p in (multi / "report").iterdir()}
     assert {"report.html", "episodes.html", "report.txt"} <= written and not any(
         name.endswith(".png") for name in written)
-    assert 'pip install "agentenv[plots]"' in err and "episodes.html" in out
+    assert 'pip install "agentenv-coding[plots]"' in err and 'pip install -e ".[plots]"' in err
+    assert "episodes.html" in out
 
 
 def test_report_on_a_missing_directory_names_it_and_not_matplotlib(

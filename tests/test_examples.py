@@ -143,4 +143,5 @@ def test_run_then_report_with_only_the_base_install(tmp_path: Path) -> None:
     assert {"report.txt", "report.html", "episodes.html"} <= written
     assert not any(name.endswith(".png") for name in written)
     assert report.stderr.splitlines() == [
-        'note: plots left out: matplotlib is not installed (pip install "agentenv[plots]")']
+        'note: plots left out: matplotlib is not installed (pip install "agentenv-coding[plots]", '
+        'or pip install -e ".[plots]" in a clone of the repository)']

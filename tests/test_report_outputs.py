@@ -47,7 +47,7 @@ def test_write_report_writes_valid_pngs_a_self_contained_page_and_the_numbers(tm
         assert metrics["files"][name] == str(out / f"{name}.png")
     page = (out / "report.html").read_text()
     _assert_self_contained(page, images=3)
-    assert "0.667" in page and "repair rate" in page
+    assert "0.667" in page and "<th>repair</th>" in page
     text = (out / "report.txt").read_text()
     assert "solve@3" in text and "t3=0.667" in text and "repaired 3 of 5" in text
     stored = json.loads((out / "metrics.json").read_text())
@@ -92,8 +92,8 @@ def test_without_matplotlib_the_text_html_and_browser_are_written_and_the_note_n
     assert {"report.txt", "report.html", "episodes.html", "metrics.json"} <= {p.name for p in out.iterdir()}
     assert not list(out.glob("*.png"))
     _assert_self_contained((out / "report.html").read_text(), images=0)
-    assert any('pip install "agentenv[plots]"' in note for note in metrics["notes"])
-    with pytest.raises(MissingDependency, match=r'pip install "agentenv\[plots\]"'):
+    assert any('pip install "agentenv-coding[plots]"' in note for note in metrics["notes"])
+    with pytest.raises(MissingDependency, match=r'pip install "agentenv-coding\[plots\]"'):
         require_matplotlib()
 
 
@@ -155,7 +155,7 @@ def test_write_revise_report_writes_its_plot_table_page_and_numbers(tmp_path: Pa
     out = multi / "revise_vs_resample"
     _assert_valid_png(out / "revise_vs_resample.png")
     _assert_self_contained((out / "revise_vs_resample.html").read_text(), images=1)
-    assert "revise - 1@3: +0.333" in (out / "revise_vs_resample.txt").read_text()
+    assert "revise - 1@3: +0.250" in (out / "revise_vs_resample.txt").read_text()
     assert json.loads((out / "revise_vs_resample.json").read_text())["k"] == 3
     assert result["files"]["png"] == str(out / "revise_vs_resample.png")
 

@@ -3,10 +3,10 @@
 Single-step run (report_builders.single_step_run), n = 4 samples, k = 3 (visible pass, hidden pass):
 
     add:   (F,F) (T,T) (T,F) (F,T)  c=2  pass@1 .5   pass@3 1 - C(2,3)/C(4,3) = 1
-                                         1@3 picks s1 -> solved; order-averaged .5
+                                         1@3 (order-averaged) .5; the first 3 stored pick s1 -> 1
     sort:  (T,F) (T,T) (F,F) (F,F)  c=1  pass@1 .25  pass@3 1 - C(3,3)/C(4,3) = .75
-                                         1@3 picks s0 -> unsolved; order-averaged .5
-    parse: no visible checks, s2 solved  c=1  pass@3 .75; 1@3 = s0 -> unsolved; averaged .25
+                                         1@3 .5; the first 3 stored pick s0 -> 0
+    parse: no visible checks, s2 solved  c=1  pass@3 .75; 1@3 .25; the first 3 stored: s0 -> 0
 
 Multi-turn run (report_builders.multi_turn_run): solve@3 = 1, .5, .5; repairs 3 of 5.
 Tokens: a sample costs 60 (50 prompt + 10 generated); an episode of T turns 60T + 15T(T-1).
@@ -31,13 +31,15 @@ approx = pytest.approx
 
 
 def test_per_task_numbers_match_the_hand_computed_values() -> None:
-    """pass@1, pass@3, 1@3 (literal and order-averaged), solve@3 and repair rate per task."""
+    """pass@1, pass@3, 1@3 (order-averaged, and of the first 3 stored), solve@3 and repair rate per task."""
     rows = revise_vs_resample(single_step_run(), multi_turn_run(), n_boot=200)["by_task"]
     add, sort, parse = rows["add"], rows["sort"], rows["parse"]
-    assert (add["pass@1"], add["pass@k"], add["1@k"], add["1@k_expected"]) == (0.5, 1.0, 1.0, 0.5)
-    assert (sort["pass@1"], sort["pass@k"], sort["1@k"], sort["1@k_expected"]) == (0.25, 0.75, 0.0, 0.5)
-    assert (parse["pass@1"], parse["pass@k"], parse["1@k"]) == (0.25, 0.75, 0.0)
-    assert parse["1@k_expected"] == approx(0.25) and not parse["has_visible"]
+    assert (add["pass@1"], add["pass@k"], add["1@k_first"]) == (0.5, 1.0, 1.0)
+    assert add["1@k"] == approx(0.5)
+    assert (sort["pass@1"], sort["pass@k"], sort["1@k_first"]) == (0.25, 0.75, 0.0)
+    assert sort["1@k"] == approx(0.5)
+    assert (parse["pass@1"], parse["pass@k"], parse["1@k_first"]) == (0.25, 0.75, 0.0)
+    assert parse["1@k"] == approx(0.25) and not parse["has_visible"]
     assert (add["solve@k"], sort["solve@k"], parse["solve@k"]) == (1.0, 0.5, 0.5)
     assert (add["pass@1_turn1"], sort["pass@1_turn1"]) == (0.5, 0.0)
     assert (add["repair_rate"], sort["repair_rate"], parse["repair_rate"]) == (1.0, 0.5, 0.5)
@@ -51,8 +53,8 @@ def test_overall_numbers_average_tasks_and_pool_repairs() -> None:
     assert overall["pass@1"] == approx(1 / 3)
     assert overall["pass@1_turn1"] == approx(1 / 6)
     assert overall["solve@k"] == approx(2 / 3)
-    assert overall["1@k"] == approx(1 / 3)
-    assert overall["1@k_expected"] == approx(1.25 / 3)
+    assert overall["1@k"] == approx(1.25 / 3)
+    assert overall["1@k_first"] == approx(1 / 3)
     assert overall["pass@k"] == approx(2.5 / 3)
     assert overall["repair_rate"] == approx(0.6)
     assert overall["tasks_with_visible"] == 2
@@ -67,13 +69,14 @@ def test_tokens_and_calls_per_episode_for_both_strategies() -> None:
     assert add["tokens"]["sample_processed"] == 60.0
     assert add["tokens"]["resample_processed"] == 180.0
     assert add["tokens"]["resample_generated"] == 30.0
-    assert add["calls"] == {"revise": 1.5, "resample": 3, "one_at_k_early_stop": 2}
-    assert add["tokens"]["one_at_k_early_stop_processed"] == 120
+    # Early stopping, averaged over orders: 2 visible passes of 4, min(first pass, 3) is 5/3 calls.
+    assert add["calls"] == {"revise": 1.5, "resample": 3, "one_at_k_early_stop": approx(5 / 3)}
+    assert add["tokens"]["one_at_k_early_stop_processed"] == approx(100)
     overall = result["overall"]
     assert overall["tokens"]["revise_processed"] == approx(195.0)
     assert overall["tokens"]["revise_generated"] == approx(70 / 3)
     assert overall["calls"]["revise"] == approx(7 / 3)
-    assert overall["calls"]["one_at_k_early_stop"] == approx(2.0)   # 2, 1 and 3 calls
+    assert overall["calls"]["one_at_k_early_stop"] == approx(19 / 9)   # 5/3, 5/3 and 3 calls
 
 
 def test_budget_curves_give_each_strategy_at_one_two_and_three_calls() -> None:
@@ -81,7 +84,7 @@ def test_budget_curves_give_each_strategy_at_one_two_and_three_calls() -> None:
     budget = revise_vs_resample(single_step_run(), multi_turn_run(), n_boot=200)["budget"]
     assert [p["calls"] for p in budget] == [1, 2, 3]
     assert [p["revise"] for p in budget] == approx([1 / 6, 0.5, 2 / 3])
-    assert [p["1@j"] for p in budget] == approx([0.0, 1 / 3, 1 / 3])
+    assert [p["1@j"] for p in budget] == approx([1 / 3, 7 / 18, 1.25 / 3])  # 1@1 is pass@1
     assert [p["pass@j"] for p in budget] == approx([1 / 3, 11 / 18, 2.5 / 3])
     assert [p["revise_calls"] for p in budget] == approx([1.0, 5.5 / 3, 7 / 3])
     assert [p["revise_tokens"] for p in budget] == approx([60.0, 135.0, 195.0])
@@ -89,14 +92,14 @@ def test_budget_curves_give_each_strategy_at_one_two_and_three_calls() -> None:
 
 
 def test_the_paired_interval_on_revise_minus_1_at_k_holds_its_mean() -> None:
-    """Per-task differences 0, .5, .5: estimate 1/3, the interval within [0, .5] around it."""
+    """Per-task differences .5, 0, .25: estimate .25, the interval within [0, .5] around it."""
     result = revise_vs_resample(single_step_run(), multi_turn_run(), n_boot=2000, seed=1)
     diff = result["revise_minus_1@k"]
-    assert diff["estimate"] == approx(1 / 3)
-    assert 0.0 <= diff["low"] < 1 / 3 < diff["high"] <= 0.5
+    assert diff["estimate"] == approx(0.25)
+    assert 0.0 <= diff["low"] < 0.25 < diff["high"] <= 0.5
     assert result["revise_minus_pass@k"]["estimate"] == approx(2 / 3 - 2.5 / 3)
     text = format_revise(result)
-    assert "revise - 1@3: +0.333" in text and "overall" in text
+    assert "revise - 1@3: +0.250" in text and "overall" in text
 
 
 def test_a_smaller_k_reads_the_multi_turn_run_up_to_turn_k() -> None:

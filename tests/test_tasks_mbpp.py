@@ -181,5 +181,5 @@ def test_missing_hf_extra_is_reported_with_the_install_command(
         unreachable_hub: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without the datasets package, the error names the hf extra and the local-copy options."""
     monkeypatch.setitem(sys.modules, "datasets", None)  # makes `import datasets` fail
-    with pytest.raises(DatasetUnavailable, match=r"agentenv\[hf\].*path="):
+    with pytest.raises(DatasetUnavailable, match=r"agentenv-coding\[hf\].*path="):
         load_tasks("mbpp")

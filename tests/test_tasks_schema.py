@@ -320,8 +320,9 @@ def test_the_builtin_tasks_round_trip_through_json() -> None:
 
 
 _text = st.text(min_size=1, max_size=30).filter(lambda s: s.strip() != "")
-_check = st.one_of(_text, st.builds(StdioCase, stdin=st.text(max_size=20),
-                                    expected_stdout=st.text(max_size=20)))
+# A valid check compiles (a task refuses one that does not): arbitrary text inside literals.
+_check = st.one_of(st.builds(lambda a, b: f"assert f({a!r}) == {b!r}", _text, st.text(max_size=20)),
+                   st.builds(StdioCase, stdin=st.text(max_size=20), expected_stdout=st.text(max_size=20)))
 
 
 @given(

@@ -118,7 +118,7 @@ def test_system_prompt_can_be_replaced_or_dropped() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.one_of(
-    st.text(min_size=1),
+    st.builds(lambda text: f"assert f({text!r})", st.text(min_size=1)),  # a check compiles
     st.builds(StdioCase, stdin=st.text(), expected_stdout=st.text()),
 ), min_size=1, max_size=6))
 def test_checks_round_trip_through_the_json_column(checks: list[Any]) -> None:
@@ -296,9 +296,9 @@ def test_hf_dataset_rows_feed_the_reward_unchanged() -> None:
 
 
 def test_to_hf_dataset_without_datasets_says_which_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without the datasets package the error names `pip install "agentenv[hf]"`."""
+    """Without the datasets package the error names `pip install "agentenv-coding[hf]"`."""
     monkeypatch.setitem(sys.modules, "datasets", None)  # makes `import datasets` fail
-    with pytest.raises(MissingDependency, match=r'pip install "agentenv\[hf\]"'):
+    with pytest.raises(MissingDependency, match=r'pip install "agentenv-coding\[hf\]"'):
         to_hf_dataset(TASKS)
     assert to_records(TASKS)  # the records need no third-party package
 

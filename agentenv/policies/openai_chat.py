@@ -30,7 +30,7 @@ import asyncio
 import functools
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 import tenacity
@@ -168,6 +168,14 @@ def _token_fields(response: Any, choice: Any) -> dict[str, Any]:
     return out
 
 
+def _wire(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON body of an SDK call's keyword arguments: ``extra_body`` (an SDK argument, not a
+    field of the API) merged into the top level, as the SDK sends it."""
+    body = {key: value for key, value in kwargs.items() if key != "extra_body"}
+    body.update(kwargs.get("extra_body") or {})
+    return body
+
+
 class OpenAIPolicy:
     """A chat model behind an OpenAI-compatible endpoint, as a policy (sync and async).
 
@@ -238,7 +246,7 @@ class OpenAIPolicy:
     def _init_clients(self) -> None:
         self._lock = threading.Lock()
         self._client: Any = None
-        self._async_clients: dict[int, tuple[asyncio.AbstractEventLoop, Any]] = {}
+        self._async_clients: dict[int, tuple[asyncio.AbstractEventLoop, Any, AsyncGenerator[None, None]]] = {}
         self._proxy: str | None = None
         self.breaker = CircuitBreaker(self.breaker_threshold or 2**62, self.breaker_seconds)
 
@@ -289,6 +297,12 @@ class OpenAIPolicy:
         if self.stream:
             kwargs["stream"] = True
             kwargs["stream_options"] = {"include_usage": True}
+        kwargs.update(self._extra_fields())
+        return kwargs
+
+    def _extra_fields(self) -> dict[str, Any]:
+        """What ``return_tokens`` and ``extra_body`` add to every request (SDK keyword arguments)."""
+        kwargs: dict[str, Any] = {}
         if self.return_tokens:  # token ids (vLLM's return_token_ids) and logprobs, for trainers
             kwargs["logprobs"] = True
             kwargs["extra_body"] = {"return_token_ids": True, **self.extra_body}
@@ -298,9 +312,7 @@ class OpenAIPolicy:
 
     def request_body(self, obs: Observation) -> dict[str, Any]:
         """The JSON body of the same call, as it goes on the wire."""
-        body = self.request(obs)
-        extra = body.pop("extra_body", {})
-        return {**body, **extra}
+        return _wire(self.request(obs))
 
     def _completion(self, data: Any) -> Completion:
         """A Completion from the decoded JSON answer."""
@@ -425,12 +437,12 @@ class OpenAIPolicy:
         return completion
 
     # -- async ---------------------------------------------------------------------------------
-    def _async_client(self) -> Any:
+    async def _async_client(self) -> Any:
         # An async HTTP client belongs to the event loop it was made on: keep one per loop.
         loop = asyncio.get_running_loop()
         entry = self._async_clients.get(id(loop))
         if entry is None or entry[0] is not loop:
-            for key, (old_loop, _) in list(self._async_clients.items()):
+            for key, (old_loop, *_rest) in list(self._async_clients.items()):
                 if old_loop.is_closed():
                     del self._async_clients[key]
             client: Any
@@ -450,7 +462,11 @@ class OpenAIPolicy:
                     connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(total=self.timeout),
                     headers={"Authorization": f"Bearer {self._api_key}", "User-Agent": "agentenv",
                              "Content-Type": "application/json"})
-            entry = (loop, client)
+            # Closed with its loop: asyncio.run() finalizes the loop's async generators before
+            # it closes the loop, so a directly awaited acall() leaves no unclosed session.
+            lifetime = _client_lifetime(client)
+            await lifetime.__anext__()
+            entry = (loop, client, lifetime)
             self._async_clients[id(loop)] = entry
         return entry[1]
 
@@ -466,7 +482,7 @@ class OpenAIPolicy:
                 return stream.completion()
             raw = await completions.with_raw_response.create(**body)
             return self._completion(self._json(raw.content))
-        wire = {**body, **body.pop("extra_body", {})}
+        wire = _wire(body)
         async with client.post(self._url("/chat/completions"), data=json.dumps(wire).encode(),
                                proxy=self._proxy) as response:
             if response.status >= 300:
@@ -482,7 +498,7 @@ class OpenAIPolicy:
 
     async def acall(self, obs: Observation) -> Completion:
         """Ask the model for the next answer without blocking the event loop."""
-        client = self._async_client()
+        client = await self._async_client()
         body = self.request(obs)
         attempts = 0
         try:
@@ -503,8 +519,7 @@ class OpenAIPolicy:
         loop = asyncio.get_running_loop()
         entry = self._async_clients.pop(id(loop), None)
         if entry is not None:
-            client = entry[1]
-            await client.close()
+            await entry[2].aclose()  # closes the client
 
     def close(self) -> None:
         """Close the sync client. The policy stays usable: a new client is made on demand."""
@@ -525,6 +540,9 @@ class OpenAIPolicy:
 
         ``GET /models`` first: a server that lists the model passes with nothing generated.
         Otherwise (not listed, or the server lists nothing) one one-token completion decides.
+        With ``return_tokens`` or ``extra_body`` that completion is always asked for, with those
+        fields, so a server that refuses them (or, for ``return_tokens``, answers without token
+        ids) stops the run here instead of failing every episode.
         Raises :class:`PolicyError` with one line that says what to fix; closes the breaker.
         """
         self.breaker.reset()
@@ -538,22 +556,25 @@ class OpenAIPolicy:
             if failure is not None and (failure.kind in ("connection", "timeout") or failure.status == 401):
                 raise PolicyError(self._preflight_message(failure, listed)) from None
             # Listing models is optional for a server (404, 405, a body that is not a list).
-        if self.model in listed:
+        extra = self._extra_fields()
+        if self.model in listed and not extra:
             return
-        body = {"model": self.model, "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 1}
-        if self.extra_body:
-            body["extra_body"] = dict(self.extra_body)
+        body = {"model": self.model, "messages": [{"role": "user", "content": "Say OK."}],
+                "max_tokens": 1, **extra}
         try:
-            self._completion(self._json(
+            completion = self._completion(self._json(
                 self._sync_client().chat.completions.with_raw_response.create(**body).content))
-            return
         except AgentEnvError as exc:
             raise PolicyError(f"preflight: {exc}") from None
         except Exception as exc:
             failure = classify(exc)
             if failure is None:
                 raise
-        raise PolicyError(self._preflight_message(failure, listed)) from None
+            raise PolicyError(self._preflight_message(failure, listed)) from None
+        if self.return_tokens and completion.token_ids is None:
+            raise PolicyError(f"{self._where} answered without token ids: --return-tokens "
+                              "(return_tokens=True) needs a server that returns them "
+                              "(vLLM's return_token_ids); drop the flag for this server")
 
     def _preflight_message(self, failure: Failure, listed: list[str]) -> str:
         where = self._where
@@ -565,6 +586,13 @@ class OpenAIPolicy:
                     "--policy-timeout")
         if failure.status == 401:
             return f"{where} rejected the API key (401: {failure.message}); set a valid OPENAI_API_KEY"
+        fields = sorted(_wire(self._extra_fields()))
+        if fields and failure.kind == "status" and failure.status in (400, 422) and (
+                self.model in listed or any(f in failure.message for f in fields)):
+            why = ("--return-tokens (return_tokens=True) needs a server that returns token ids "
+                   "(vLLM); drop the flag for this server" if self.return_tokens
+                   else "drop those extra_body fields for this server")
+            return (f"{where} refused the fields {', '.join(fields)} ({failure.describe()}): {why}")
         if listed and self.model not in listed:
             shown = ", ".join(listed[:5]) + (", ..." if len(listed) > 5 else "")
             hint = f"; it serves {shown}: fix --model"
@@ -574,6 +602,14 @@ class OpenAIPolicy:
             hint = "; check --model and the server's log"
         return (f"{where} answered {failure.describe()} to a one-token request for model "
                 f"{self.model!r}{hint}")
+
+
+async def _client_lifetime(client: Any) -> AsyncGenerator[None, None]:
+    """Holds an async client open until it is finalized (aclose(), or the loop's shutdown)."""
+    try:
+        yield
+    finally:
+        await client.close()
 
 
 def _env_proxy(url: str) -> str | None:

@@ -39,7 +39,8 @@ def _import_policy(spec: str, tasks: Sequence[Task] | None, kwargs: dict[str, An
         for part in attr.split("."):
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as exc:
-        raise PolicyError(f"cannot import policy {spec!r}: {exc}; use 'package.module:name'") from None
+        raise PolicyError(f"cannot import policy {spec!r}: {exc}; use 'package.module:name', a module "
+                          "on the Python path (the command line also looks in the current directory)") from None
     if inspect.isclass(obj):
         return obj(**_accepted(obj, {"tasks": tasks, **kwargs}))
     if not callable(obj):

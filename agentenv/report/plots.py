@@ -13,7 +13,7 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-from agentenv.errors import MissingDependency
+from agentenv.errors import MissingDependency, install_hint
 from agentenv.report.records import ReviseResult, RunMetrics
 
 __all__ = [
@@ -26,7 +26,7 @@ __all__ = [
     "transition_heatmap",
 ]
 
-PLOTS_MISSING = 'plots left out: matplotlib is not installed (pip install "agentenv[plots]")'
+PLOTS_MISSING = f"plots left out: matplotlib is not installed ({install_hint('plots')})"
 
 
 def plots_available() -> bool:
@@ -151,7 +151,8 @@ def budget_plot(result: ReviseResult) -> bytes:
     resample_x = [p.get("resample_generated") for p in points]
     styled = [by_calls]
     if None in revise_x or None in resample_x:
-        missing = [name for name, xs in (("multi-turn", revise_x), ("single-step", resample_x))
+        resample_name = "first-turn" if result["single_step"].get("from_first_turns") else "single-step"
+        missing = [name for name, xs in (("multi-turn", revise_x), (resample_name, resample_x))
                    if None in xs]
         _empty(by_tokens, f"token counts were not recorded in the {' and '.join(missing)} run")
     else:

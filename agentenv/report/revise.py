@@ -10,10 +10,13 @@ Per task, then overall (the mean over tasks):
 - ``pass@1``: the single-step solve rate ``c/n``; ``pass@1 (turn 1)``: the multi-turn run's
   first-turn solve rate (the same quantity under the multi-turn prompts).
 - ``solve@k`` (revise): the multi-turn episodes solved within ``k`` turns.
-- ``1@k`` (resample, pick by visible tests): among the first ``k`` samples (by sample index),
-  the first whose visible checks all pass, else the first sample; scored on its hidden checks.
-  ``1@k (order-averaged)`` is the expectation of that pick over random orderings of all ``n``
-  samples: lower variance, same target.
+- ``1@k`` (resample, pick by visible tests): among ``k`` samples, the first whose visible
+  checks all pass, else the first sample; scored on its hidden checks. Like ``pass@k`` it is
+  averaged over every ordering of all ``n`` samples (closed form), so it does not depend on
+  which samples happen to be stored first: ``1@1`` is ``pass@1`` and ``1@k <= pass@k``.
+  ``1@k_first`` is the literal pick among the first ``k`` stored samples (by sample index).
+  The early-stopping cost of ``1@k`` (calls and tokens until the first visible pass) is
+  averaged over orderings the same way.
 - ``pass@k``: the unbiased ``1 - C(n-c, k)/C(n, k)``, the oracle that needs hidden tests to pick.
 - ``repair_rate``: multi-turn episodes solved by turn ``k`` among those that failed turn 1
   (pooled over episodes).
@@ -48,7 +51,8 @@ from agentenv.report.records import ReviseResult
 from agentenv.report.runs import by_task, run_mode, run_settings
 from agentenv.report.stats import mean, paired_bootstrap, pass_at_k
 
-__all__ = ["first_turns", "one_at_k", "one_at_k_expected", "revise_vs_resample", "visible_pass"]
+__all__ = ["examined_probabilities", "first_turns", "one_at_k", "one_at_k_expected", "revise_vs_resample",
+           "visible_pass"]
 
 
 def visible_pass(trajectory: Trajectory) -> bool:
@@ -96,6 +100,26 @@ def one_at_k_expected(samples: Sequence[Trajectory], k: int) -> float:
     return (1.0 - q) * hit + q * miss
 
 
+def examined_probabilities(samples: Sequence[Trajectory], k: int) -> list[float]:
+    """For each sample, the probability (over uniformly random orderings) that 1@k looks at it:
+    it lies among the first ``k`` and no visible pass comes before it.
+
+    With ``m`` visible passes among the other ``n - 1`` samples, the sample is at position
+    ``j + 1`` with probability ``1/n`` and the ``j`` before it miss every visible pass with
+    probability ``C(n-1-m, j)/C(n-1, j)``. The sum is the expected number of calls.
+    """
+    n = len(samples)
+    if not 1 <= k <= n:
+        raise ConfigError(f"1@{k} needs {k} samples, got {n}")
+    visible = [visible_pass(s) for s in samples]
+    total = sum(visible)
+    out = []
+    for passes in visible:
+        others = total - passes
+        out.append(sum(math.comb(n - 1 - others, j) / math.comb(n - 1, j) for j in range(k)) / n)
+    return out
+
+
 def _mean_of(values: Sequence[float | int | None]) -> float | None:
     return mean([float(v) for v in values if v is not None])
 
@@ -104,24 +128,23 @@ def _resample_row(samples: Sequence[Trajectory], k: int) -> dict[str, Any]:
     n = len(samples)
     c = sum(map(_solved, samples))
     costs = [episode_cost(s) for s in samples]
-    pick = _pick(samples, k)
-    early = costs[:pick + 1] if visible_pass(samples[pick]) else costs[:k]
-    early_processed = [x.processed for x in early]
+    looked_at = examined_probabilities(samples, k)
+    processed = [x.processed for x in costs]
     return {
         "samples": n,
         "correct": c,
         "pass@1": c / n,
         "pass@k": pass_at_k(n, c, k),
-        "1@k": float(one_at_k(samples, k)),
-        "1@k_expected": one_at_k_expected(samples, k),
+        "1@k": one_at_k_expected(samples, k),
+        "1@k_first": float(one_at_k(samples, k)),
         "has_visible": any(s.turns and s.turns[0].visible_total for s in samples),
         "curve_pass": [pass_at_k(n, c, j) for j in range(1, k + 1)],
-        "curve_one": [float(one_at_k(samples, j)) for j in range(1, k + 1)],
+        "curve_one": [one_at_k_expected(samples, j) for j in range(1, k + 1)],
         "tokens_per_sample": {"generated": _mean_of([x.generated for x in costs]),
                               "processed": _mean_of([x.processed for x in costs])},
-        "one_at_k_calls": len(early),
-        "one_at_k_tokens": (sum(t for t in early_processed if t is not None)
-                            if None not in early_processed else None),
+        "one_at_k_calls": math.fsum(looked_at),
+        "one_at_k_tokens": (math.fsum(p * t for p, t in zip(looked_at, processed, strict=True) if t is not None)
+                            if None not in processed else None),
     }
 
 
@@ -169,7 +192,7 @@ def _task_row(samples: Sequence[Trajectory], episodes: Sequence[Trajectory], k: 
         "pass@1_turn1": revise["pass@1_turn1"],
         "solve@k": revise["solve@k"],
         "1@k": resample["1@k"],
-        "1@k_expected": resample["1@k_expected"],
+        "1@k_first": resample["1@k_first"],
         "pass@k": resample["pass@k"],
         "repaired": revise["repaired"],
         "failed_first": revise["failed_first"],
@@ -237,7 +260,7 @@ def _overall(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "episodes": sum(row["episodes"] for row in rows),
         "tasks_with_visible": sum(bool(row["has_visible"]) for row in rows),
         **{key: macro(key) for key in ("pass@1", "pass@1_turn1", "solve@k", "1@k",
-                                       "1@k_expected", "pass@k")},
+                                       "1@k_first", "pass@k")},
         "repaired": repaired,
         "failed_first": failed_first,
         "repair_rate": repaired / failed_first if failed_first else None,

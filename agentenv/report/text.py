@@ -12,8 +12,17 @@ from typing import Any
 
 from agentenv.report.records import Comparison, MetricRow, ReviseResult, RunMetrics
 
-__all__ = ["count", "difficulty_rows", "format_comparison", "format_report", "format_revise",
-           "revise_header", "revise_rows", "table", "tokens"]
+__all__ = ["TOKEN_COLUMNS", "count", "difficulty_rows", "format_comparison", "format_report", "format_revise",
+           "metric_columns", "resample_arm", "revise_header", "revise_rows", "table", "tokens"]
+
+
+def metric_columns(turns: int) -> list[str]:
+    """The names of a run's metric columns, the same in every table of a run: the one `agentenv
+    run` prints, the text report and the HTML report."""
+    return ["pass@1", f"solve@{turns}", "repair", "mean reward", "mean turns"]
+
+
+TOKEN_COLUMNS = ("gen tok", "proc tok", "conv tok")  # generated, processed, final conversation
 
 
 def count(n: int, noun: str, plural: str | None = None) -> str:
@@ -91,8 +100,7 @@ def format_report(metrics: RunMetrics) -> str:
     run = metrics["run"]
     settings = run["settings"]
     turns = run["turns"]
-    header = ["", "tasks", "episodes", "pass@1", f"solve@{turns}", "repair", "reward",
-              "turns", "gen tok", "proc tok", "conv tok"]
+    header = ["", "tasks", "episodes", *metric_columns(turns), *TOKEN_COLUMNS]
     lines = [
         f"run: {run['mode']}, {count(run['tasks'], 'task')}, {count(run['episodes'], 'episode')}, "
         f"T={turns}, policy {', '.join(settings['policy']) or '-'}, "
@@ -178,6 +186,16 @@ def revise_rows(result: ReviseResult) -> list[list[Any]]:
     return rows
 
 
+def resample_arm(result: ReviseResult) -> tuple[str, str]:
+    """What the resample arm is, for labels: (the run, "k ... samples") -- a single-step run,
+    or the first turns of a multi-turn run (never called single-step then)."""
+    arm, k = result["single_step"], result["k"]
+    where = arm["path"] or "(episodes)"
+    if arm.get("from_first_turns"):
+        return f"first turns of multi-turn {where}", f"{k} fresh samples (first turns)"
+    return f"single-step {where}", f"{k} single-step samples"
+
+
 def format_revise(result: ReviseResult) -> str:
     """The revise-vs-resample table: per task and overall, then the paired interval."""
     k = result["k"]
@@ -188,8 +206,8 @@ def format_revise(result: ReviseResult) -> str:
     oracle = result["revise_minus_pass@k"]
     confidence = round(diff["confidence"] * 100)
     lines = [
-        f"revise vs resample at k = {k} calls: single-step {result['single_step']['path'] or '(episodes)'}"
-        f" vs multi-turn {result['multi_turn']['path'] or '(episodes)'}",
+        f"revise vs resample at k = {k} calls: resample {resample_arm(result)[0]}"
+        f" vs revise multi-turn {result['multi_turn']['path'] or '(episodes)'}",
         "",
         table(header, rows),
         "",
@@ -198,10 +216,11 @@ def format_revise(result: ReviseResult) -> str:
         f"{diff['n_boot']} resamples)",
         f"revise - pass@{k}: {_signed(oracle['estimate'])}, {confidence}% CI "
         f"{_interval(oracle['low'], oracle['high'])}",
-        f"1@{k} averaged over sample orders: {_num(overall['1@k_expected'])}; tasks with visible "
+        f"1@{k} is averaged over sample orders, as pass@{k} is; the first {k} stored samples alone "
+        f"give {_num(overall['1@k_first'])}; tasks with visible "
         f"checks: {overall['tasks_with_visible']} of {overall['tasks']}",
         f"tokens per task: gen = generated, proc = processed (prompt + generated over calls); "
-        f"rev = one multi-turn episode of up to {k} turns, {k}x = {k} single-step samples",
+        f"rev = one multi-turn episode of up to {k} turns, {k}x = {resample_arm(result)[1]}",
         f"mean calls per task: revise {_num(overall['calls']['revise'], 2)}, resample {k}, "
         f"1@{k} stopping at the first visible pass {_num(overall['calls']['one_at_k_early_stop'], 2)}",
     ]

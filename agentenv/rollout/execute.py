@@ -305,6 +305,14 @@ async def _until_done_or_stopped(workers: Sequence[asyncio.Future[None]], stop: 
         everything.result()
     finally:
         stopping.cancel()
+        # Cancelled from outside (Ctrl-C): the workers' CancelledError lands in ``everything``
+        # once they are cancelled; retrieve it then, or the loop prints it as a traceback.
+        everything.add_done_callback(_retrieve)
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 async def _cancel(workers: Sequence[asyncio.Future[None]]) -> None:

@@ -18,7 +18,7 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from agentenv.errors import ConfigError
+from agentenv.errors import ConfigError, TaskFormatError
 from agentenv.tasks.schema import DIFFICULTIES, Check, StdioCase, Task
 
 __all__ = ["DIFFICULTIES", "LOADERS", "Check", "StdioCase", "Task", "load_tasks"]
@@ -36,11 +36,14 @@ LOADERS: dict[str, str] = {
 _COMMON_OPTIONS = ("difficulty", "tags", "limit", "shuffle_seed", "dedupe", "since")
 
 
-def load_tasks(name_or_path: str | Path, **options: Any) -> list[Task]:
+def load_tasks(name_or_path: str | Path, *, problems: list[str] | None = None, **options: Any) -> list[Task]:
     """Load a task set by name or from a path, then apply the common filters.
 
     Raises ConfigError for an unknown name (with the known names and a close match) and
-    TaskFormatError for a malformed file (naming the file, the task and the field).
+    TaskFormatError for a malformed file (naming the file, the task and the field). With
+    ``problems`` (a list), the task files and records of a path that do not load add one line
+    per problem to it and are left out, so every problem of every task is reported at once
+    (``agentenv tasks validate``); a named benchmark still raises at the first.
     """
     from agentenv.tasks.filters import apply_filters
 
@@ -63,13 +66,19 @@ def load_tasks(name_or_path: str | Path, **options: Any) -> list[Task]:
         if path.is_dir():
             from agentenv.tasks.builtin import load_dir
 
-            tasks = load_dir(path)
+            tasks = load_dir(path, problems)
         elif path.suffix == ".toml":
             from agentenv.tasks.builtin import load_file
 
-            tasks = [load_file(path)]
+            try:
+                tasks = [load_file(path)]
+            except TaskFormatError as exc:
+                if problems is None:
+                    raise
+                problems += exc.lines()
+                tasks = []
         else:
             from agentenv.tasks.jsonl import load as load_jsonl
 
-            tasks = load_jsonl(path=path, **options)
+            tasks = load_jsonl(path=path, problems=problems, **options)
     return apply_filters(tasks, **common)

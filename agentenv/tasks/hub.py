@@ -4,7 +4,7 @@ Every benchmark loader resolves its rows the same way, in this order:
 
 1. ``path=`` given to the loader (a file, or a directory of files);
 2. an environment variable naming a local copy (``AGENTENV_MBPP_PATH``, ...);
-3. the Hub, through the ``hf`` extra (``pip install 'agentenv[hf]'``).
+3. the Hub, through the ``hf`` extra (:func:`agentenv.errors.install_hint`).
 
 Local files may be JSON Lines (``.jsonl``, optionally ``.gz``), JSON (a list of records, or an
 object holding one), or Parquet (needs ``pyarrow``, which the ``hf`` extra brings). A directory
@@ -34,7 +34,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from agentenv import settings
-from agentenv.errors import DatasetUnavailable, TaskFormatError
+from agentenv.errors import DatasetUnavailable, TaskFormatError, install_hint
 from agentenv.log import get_logger
 
 __all__ = [
@@ -178,8 +178,8 @@ def _records_of(data: Any, path: Path) -> list[Mapping[str, Any]]:
 
 def _read_parquet(path: Path) -> Iterator[Row]:
     if importlib.util.find_spec("pyarrow") is None:
-        raise DatasetUnavailable(f"reading {path} needs pyarrow: pip install 'agentenv[hf]' (or "
-                                 f"convert the file to JSON Lines).")
+        raise DatasetUnavailable(f"reading {path} needs pyarrow: {install_hint('hf')}; or "
+                                 f"convert the file to JSON Lines.")
     import pyarrow.parquet as pq
 
     position = 0
@@ -192,7 +192,7 @@ def _read_parquet(path: Path) -> Iterator[Row]:
 def _read_saved_dataset(root: Path) -> Iterator[Row]:
     if importlib.util.find_spec("datasets") is None:
         raise DatasetUnavailable(f"{root} was written by datasets.save_to_disk; reading it needs "
-                                 f"the hf extra: pip install 'agentenv[hf]'.")
+                                 f"the hf extra: {install_hint('hf')}.")
     import datasets
 
     loaded = datasets.load_from_disk(str(root))
@@ -259,7 +259,7 @@ def _require_hub(what: str, how_local: str, *, needs: str) -> None:
     if importlib.util.find_spec(needs) is None:
         raise DatasetUnavailable(
             f"cannot load {what}: downloading from the Hugging Face Hub needs the hf extra "
-            f"(pip install 'agentenv[hf]'). Or supply a local copy: {how_local}."
+            f"({install_hint('hf')}). Or supply a local copy: {how_local}."
         )
     if hub_offline():
         return

@@ -206,7 +206,7 @@ def problem_to_task(problem: Mapping[str, Any], *, split_checks: bool = True) ->
         raise TaskFormatError(f"does not parse as Python ({exc.msg}, line {exc.lineno})",
                               task=task_id, field="test" if split_checks else "prompt") from None
     except TaskFormatError as exc:
-        raise TaskFormatError(exc.detail, task=task_id, field=exc.field) from None
+        raise exc.located(task=task_id) from None
     if not checks:
         raise TaskFormatError("check(candidate) holds no assertion on the candidate",
                               task=task_id, field="test")

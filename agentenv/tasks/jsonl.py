@@ -313,8 +313,7 @@ def parse_tags(value: Any, where: dict[str, Any]) -> tuple[str, ...]:
 
 def _located(exc: TaskFormatError, *, path: str, task: str | None = None) -> TaskFormatError:
     """The same error with the file (and task) it came from filled in."""
-    detail = getattr(exc, "detail", None) or str(exc)
-    return TaskFormatError(detail, path=path, task=exc.task or task, field=exc.field)
+    return exc.located(path=path, task=exc.task or task)
 
 
 def _mapped_task(row: Row, mapping: Mapping[str, str], *, index: int, source: str) -> Task:
@@ -416,32 +415,43 @@ def _mapped_task(row: Row, mapping: Mapping[str, str], *, index: int, source: st
 
 
 def tasks_from_rows(rows: Iterable[Row], mapping: Mapping[str, str] | None = None, *,
-                    source: str = "jsonl") -> list[Task]:
+                    source: str = "jsonl", problems: list[str] | None = None) -> list[Task]:
     """Build tasks from raw rows: task records as they are, other records through ``mapping``.
 
-    Task names must be unique; a duplicate raises TaskFormatError naming both records.
+    Task names must be unique; a duplicate raises TaskFormatError naming both records. With
+    ``problems`` (a list), a record that does not make a task adds one line per problem to it
+    and is left out, instead of raising: every broken record is reported at once.
     """
     tasks: list[Task] = []
     seen: dict[str, str] = {}
     for index, row in enumerate(rows):
-        if not mapping and _is_task_record(row.data):
-            task = Task.from_dict(row.data, path=row.where)
-        elif not mapping and not {"prompt"} & set(row.data):
-            raise TaskFormatError(
-                f"{row.unit} {row.position} has fields {sorted(row.data)[:12]}, not agentenv task "
-                f"fields; pass a mapping, e.g. `--map prompt=question,checks=tests` on the command "
-                f"line (map='prompt=question,checks=tests' in Python)", path=row.origin)
-        else:
-            task = _mapped_task(row, mapping or {}, index=index, source=source)
-        where = row.where
-        if task.name in seen:
-            raise TaskFormatError(f"duplicate task name (also in {seen[task.name]}); names must be "
-                                  "unique: take the name from a unique field (`--map name=FIELD` on the "
-                                  "command line, map='name=FIELD' in Python)", path=where, task=task.name,
-                                  field="name")
+        try:
+            task = _row_task(row, mapping, index=index, source=source)
+            where = row.where
+            if task.name in seen:
+                raise TaskFormatError(f"duplicate task name (also in {seen[task.name]}); names must be "
+                                      "unique: take the name from a unique field (`--map name=FIELD` on the "
+                                      "command line, map='name=FIELD' in Python)", path=where, task=task.name,
+                                      field="name")
+        except TaskFormatError as exc:
+            if problems is None:
+                raise
+            problems += exc.lines()
+            continue
         seen[task.name] = where
         tasks.append(task)
     return tasks
+
+
+def _row_task(row: Row, mapping: Mapping[str, str] | None, *, index: int, source: str) -> Task:
+    if not mapping and _is_task_record(row.data):
+        return Task.from_dict(row.data, path=row.where)
+    if not mapping and not {"prompt"} & set(row.data):
+        raise TaskFormatError(
+            f"{row.unit} {row.position} has fields {sorted(row.data)[:12]}, not agentenv task "
+            f"fields; pass a mapping, e.g. `--map prompt=question,checks=tests` on the command "
+            f"line (map='prompt=question,checks=tests' in Python)", path=row.origin)
+    return _mapped_task(row, mapping or {}, index=index, source=source)
 
 
 def sniff_layout(path: str | os.PathLike[str]) -> str | None:
@@ -473,12 +483,13 @@ def sniff_layout(path: str | os.PathLike[str]) -> str | None:
 
 def load(path: str | os.PathLike[str] | None = None, *, map: str | Mapping[str, str] | None = None,
          dataset: str | None = None, config: str | None = None, split: str | None = None,
-         source: str | None = None) -> list[Task]:
+         source: str | None = None, problems: list[str] | None = None) -> list[Task]:
     """Load tasks from a local file/directory (``path``) or a Hub dataset (``dataset``).
 
     ``map`` maps Task fields to record fields (see the module docstring); without it, records
     must be agentenv task records. ``source`` names the tasks' origin (default: the file stem
-    or the dataset id) and prefixes generated task names.
+    or the dataset id) and prefixes generated task names. ``problems``: see
+    :func:`tasks_from_rows` (records in a benchmark's own layout still raise at the first).
     """
     mapping = parse_mapping(map)
     if path is not None and dataset is not None:
@@ -504,7 +515,7 @@ def load(path: str | os.PathLike[str] | None = None, *, map: str | Mapping[str, 
         raise ConfigError("the jsonl loader needs a local .jsonl/.json/.parquet file or folder "
                           "(`--tasks PATH` or `--data PATH` on the command line, path= in Python) "
                           "or dataset= (a Hugging Face dataset id)")
-    tasks = tasks_from_rows(rows, mapping, source=label)
-    if not tasks:
+    tasks = tasks_from_rows(rows, mapping, source=label, problems=problems)
+    if not tasks and not problems:
         raise TaskFormatError("holds no records", path=str(path or dataset))
     return tasks

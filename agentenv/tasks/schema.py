@@ -4,12 +4,19 @@ A ``Task`` is plain data. Loaders map benchmarks into it; nothing downstream kno
 task came from. A check is either a Python statement (usually an ``assert``) evaluated after
 the candidate code, or a :class:`StdioCase` that feeds stdin to the candidate program and
 compares what it prints.
+
+A task is validated when it is made: every field, and every check (with the setup code and
+the prelude) compiled, up to 64 KB of source (longer checks are generated test data), so a check that cannot run is an error at load naming the task, the
+check and the line, not a failure charged to every policy. The error lists every problem of
+the task (:attr:`agentenv.errors.TaskFormatError.problems`).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -18,7 +25,7 @@ from agentenv.choices import Difficulty, Equality, values
 from agentenv.errors import ConfigError, TaskFormatError
 
 __all__ = ["DIFFICULTIES", "EQUALITIES", "Check", "StdioCase", "Task", "check_from_dict", "check_to_dict",
-           "decode_checks"]
+           "decode_checks", "syntax_problem", "task_problems"]
 
 DIFFICULTIES = values(Difficulty)
 EQUALITIES = values(Equality)  # how checks compare values (see agentenv.grading.values)
@@ -99,6 +106,83 @@ def check_from_dict(data: Any, *, task: str | None = None, path: str | None = No
     )
 
 
+# Checks longer than this are generated test data (a benchmark's inputs as literals, which a
+# loader writes from parsed values): compiling a megabyte of literals costs a second, so they
+# are left to the sandbox, which reports one that does not compile at run time.
+COMPILE_AT_LOAD_LIMIT = 64 * 1024
+
+
+@functools.lru_cache(maxsize=8192)  # a replaced or reloaded task compiles its checks once
+def syntax_problem(source: str) -> str | None:
+    """Why ``source`` does not compile as Python (with the line and the offending text), or
+    None when it does (or is longer than COMPILE_AT_LOAD_LIMIT characters). Compiled as the
+    sandbox compiles a check."""
+    if len(source) > COMPILE_AT_LOAD_LIMIT:
+        return None
+    try:
+        with warnings.catch_warnings():  # SyntaxWarnings are the sandbox's to show, not the loader's
+            warnings.simplefilter("ignore")
+            compile(source, "<check>", "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        where = f"line {exc.lineno}" if exc.lineno else "?"
+        lines = source.splitlines()
+        text = lines[exc.lineno - 1].strip() if exc.lineno and 0 < exc.lineno <= len(lines) else ""
+        return f"{exc.msg} ({where}" + (f": {_clip(text, 120)})" if text else ")")
+    except ValueError as exc:  # a NUL byte (a SyntaxError only from Python 3.12 on)
+        return str(exc)
+    except (RecursionError, MemoryError):  # too deeply nested to compile here: the sandbox decides
+        return None
+    return None
+
+
+def task_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Every problem of a task's field values, as ``(field, message)`` pairs ([] when usable).
+
+    Only the fields present in ``values`` are judged, so a loader can ask about what it read.
+    """
+    problems: list[tuple[str, str]] = []
+    for name in ("name", "prompt", "entry_point"):
+        if name in values:
+            value = values[name]
+            if not isinstance(value, str) or not value.strip():
+                problems.append((name, "must be a non-empty string"))
+    if "checks" in values and not values["checks"]:
+        problems.append(("checks", "a task needs at least one hidden check"))
+    for name in ("checks", "visible_checks"):
+        for i, check in enumerate(values.get(name) or ()):
+            if not isinstance(check, (str, StdioCase)):
+                problems.append((name, f"each check must be a string or StdioCase, got {check!r:.80}"))
+            elif isinstance(check, str):
+                why = syntax_problem(check)
+                if why is not None:
+                    problems.append((name, f"{name}[{i}] does not compile: {why}"))
+    difficulty = values.get("difficulty")
+    if difficulty is not None and difficulty not in DIFFICULTIES:
+        problems.append(("difficulty", f"must be one of {', '.join(DIFFICULTIES)} (got {difficulty!r})"))
+    reference = values.get("reference_solution")
+    if reference is not None and not isinstance(reference, str):
+        problems.append(("reference_solution", "must be a string of Python source"))
+    for name in ("setup_code", "prelude"):
+        if name in values:
+            code = values[name]
+            if not isinstance(code, str):
+                problems.append((name, "must be a string of Python source"))
+            elif code.strip():
+                why = syntax_problem(code)
+                if why is not None:
+                    problems.append((name, f"does not compile: {why}"))
+    tolerance = values.get("float_tolerance")
+    if tolerance is not None and not (isinstance(tolerance, (int, float)) and tolerance >= 0):
+        problems.append(("float_tolerance", "must be a non-negative number"))
+    if "equality" in values and values["equality"] not in EQUALITIES:
+        problems.append(("equality", f"must be one of {', '.join(EQUALITIES)} (got {values['equality']!r})"))
+    limit = values.get("time_limit")
+    if limit is not None and not (
+            isinstance(limit, (int, float)) and not isinstance(limit, bool) and 0 < limit <= 3600):
+        problems.append(("time_limit", f"must be a number of seconds in (0, 3600] (got {limit!r:.40})"))
+    return problems
+
+
 @dataclass(frozen=True)
 class Task:
     """One coding task.
@@ -112,8 +196,8 @@ class Task:
     ``prelude`` runs before the candidate code in its namespace (a benchmark's implicit imports,
     as LiveCodeBench's grader prepends them). ``time_limit``, when set, is the task's own time
     limit in seconds (each stdin/stdout test's, as APPS/TACO and CodeContests state it; else the
-    run's): graders use it where it is longer than the environment's timeout. ``metadata`` holds loader-specific extras
-    (release date, original id, scripted attempts, ...).
+    run's): graders use it where it is longer than the environment's timeout. ``metadata``
+    holds loader-specific extras (release date, original id, scripted attempts, ...).
     """
 
     name: str
@@ -143,39 +227,13 @@ class Task:
         self.validate()
 
     def validate(self, path: str | None = None) -> None:
-        """Raise TaskFormatError naming the field when the task is not usable."""
-        def bad(field_name: str, message: str) -> TaskFormatError:
-            return TaskFormatError(message, path=path, task=self.name or None, field=field_name)
-
-        for name in ("name", "prompt", "entry_point"):
-            value = getattr(self, name)
-            if not isinstance(value, str) or not value.strip():
-                raise bad(name, "must be a non-empty string")
-        if not self.checks:
-            raise bad("checks", "a task needs at least one hidden check")
-        for name in ("checks", "visible_checks"):
-            for check in getattr(self, name):
-                if not isinstance(check, (str, StdioCase)):
-                    raise bad(name, f"each check must be a string or StdioCase, got {check!r:.80}")
-        if self.difficulty is not None and self.difficulty not in DIFFICULTIES:
-            raise bad("difficulty", f"must be one of {', '.join(DIFFICULTIES)} (got {self.difficulty!r})")
-        if self.reference_solution is not None and not isinstance(self.reference_solution, str):
-            raise bad("reference_solution", "must be a string of Python source")
-        if not isinstance(self.setup_code, str):
-            raise bad("setup_code", "must be a string of Python source")
-        if self.float_tolerance is not None and not (
-            isinstance(self.float_tolerance, (int, float)) and self.float_tolerance >= 0
-        ):
-            raise bad("float_tolerance", "must be a non-negative number")
-        if self.equality not in EQUALITIES:
-            raise bad("equality", f"must be one of {', '.join(EQUALITIES)} (got {self.equality!r})")
-        if not isinstance(self.prelude, str):
-            raise bad("prelude", "must be a string of Python source")
-        if self.time_limit is not None and not (
-            isinstance(self.time_limit, (int, float)) and not isinstance(self.time_limit, bool)
-            and 0 < self.time_limit <= 3600
-        ):
-            raise bad("time_limit", f"must be a number of seconds in (0, 3600] (got {self.time_limit!r:.40})")
+        """Raise TaskFormatError naming the field when the task is not usable (every problem
+        found is listed in it, see :func:`task_problems`)."""
+        problems = task_problems({name: getattr(self, name) for name in self.__dataclass_fields__})
+        if problems:
+            field_name, message = problems[0]
+            raise TaskFormatError(message, path=path, task=self.name or None, field=field_name,
+                                  problems=list(problems))
 
     @property
     def is_stdio(self) -> bool:
@@ -215,39 +273,53 @@ class Task:
                                   path=path)
         name = data.get("name")
         task_label = name if isinstance(name, str) else None
+        # Every problem of the record at once: what is structurally wrong, then what the
+        # values that could be read say (checks that do not compile, a bad difficulty, ...).
+        problems: list[tuple[str | None, str]] = []
         known = {f for f in cls.__dataclass_fields__}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise TaskFormatError(f"unknown field(s) {unknown}; known fields are {sorted(known)}",
-                                  path=path, task=task_label, field=unknown[0])
+            problems.append((unknown[0], f"unknown field(s) {unknown}; known fields are {sorted(known)}"))
         for required in ("name", "prompt", "entry_point", "checks"):
             if required not in data:
-                raise TaskFormatError("is required", path=path, task=task_label, field=required)
-        kwargs: dict[str, Any] = dict(data)
+                problems.append((required, "is required"))
+        kwargs: dict[str, Any] = {k: v for k, v in data.items() if k in known}
         for field_name in ("checks", "visible_checks"):
             raw = data.get(field_name, [])
             if not isinstance(raw, (list, tuple)):
-                raise TaskFormatError("must be a list", path=path, task=task_label, field=field_name)
-            kwargs[field_name] = tuple(
-                check_from_dict(c, task=task_label, path=path, field_name=field_name) for c in raw
-            )
+                problems.append((field_name, "must be a list"))
+                kwargs.pop(field_name, None)
+                continue
+            checks = []
+            for c in raw:
+                try:
+                    checks.append(check_from_dict(c, task=task_label, path=path, field_name=field_name))
+                except TaskFormatError as exc:
+                    problems.append((field_name, exc.detail))
+            kwargs[field_name] = tuple(checks)
         tags = data.get("tags", [])
         if not isinstance(tags, (list, tuple)) or not all(isinstance(t, str) for t in tags):
-            raise TaskFormatError("must be a list of strings", path=path, task=task_label, field="tags")
+            problems.append(("tags", "must be a list of strings"))
+            tags = ()
         kwargs["tags"] = tuple(tags)
         metadata = data.get("metadata", {})
         if not isinstance(metadata, Mapping):
-            raise TaskFormatError("must be a table/object", path=path, task=task_label, field="metadata")
+            problems.append(("metadata", "must be a table/object"))
+            metadata = {}
         kwargs["metadata"] = dict(metadata)
         for text_field in ("setup_code", "prelude"):
             if kwargs.get(text_field) is None:
                 kwargs[text_field] = ""
         if kwargs.get("equality") is None:
             kwargs["equality"] = "python"
+        if problems:  # the object cannot be made: judge what was read too, and report it all
+            if not kwargs.get("checks") and data.get("checks"):
+                kwargs.pop("checks", None)  # no check could be read: said above
+            problems += task_problems(kwargs)
+            raise TaskFormatError(problems[0][1], path=path, task=task_label, problems=problems)
         try:
             return cls(**kwargs)
         except TaskFormatError as exc:
             if path is not None and exc.path is None:
-                raise TaskFormatError(exc.detail, path=path, task=exc.task,
-                                      field=exc.field) from None
+                raise exc.located(path=path) from None
             raise

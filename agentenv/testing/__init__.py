@@ -12,6 +12,7 @@ unloaded, so importing it is a choice a test makes.
 from __future__ import annotations
 
 from agentenv.testing.chat_server import (
+    KNOWN_FIELDS,
     ChatReply,
     ChatServer,
     RecordedRequest,
@@ -20,4 +21,4 @@ from agentenv.testing.chat_server import (
     count_tokens,
 )
 
-__all__ = ["ChatReply", "ChatServer", "RecordedRequest", "Responder", "ScriptedModel", "count_tokens"]
+__all__ = ["KNOWN_FIELDS", "ChatReply", "ChatServer", "RecordedRequest", "Responder", "ScriptedModel", "count_tokens"]

@@ -46,7 +46,7 @@ from aiohttp import web
 
 from agentenv.tasks.schema import Task
 
-__all__ = ["ChatReply", "ChatServer", "RecordedRequest", "Responder", "ScriptedModel", "count_tokens"]
+__all__ = ["KNOWN_FIELDS", "ChatReply", "ChatServer", "RecordedRequest", "Responder", "ScriptedModel", "count_tokens"]
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 
@@ -189,6 +189,18 @@ def _error_body(message: str, kind: str, code: str | None = None) -> dict[str, A
     return {"error": {"message": message, "type": kind, "code": code, "param": None}}
 
 
+# The request fields the server knows: OpenAI's chat-completions parameters and vLLM's
+# ``return_token_ids``. Any other field is refused, as OpenAI (400) and servers that validate
+# their body (``transformers serve``: 422) refuse it; a client that sends an SDK argument such
+# as ``extra_body`` as a field is caught here, not in production.
+KNOWN_FIELDS = frozenset({
+    "model", "messages", "temperature", "top_p", "n", "stream", "stream_options", "stop",
+    "max_tokens", "max_completion_tokens", "presence_penalty", "frequency_penalty", "logit_bias",
+    "logprobs", "top_logprobs", "user", "seed", "tools", "tool_choice", "parallel_tool_calls",
+    "response_format", "service_tier", "store", "metadata", "modalities", "reasoning_effort",
+    "return_token_ids",
+})
+
 _MAX_BODY = 64 * 1024 * 1024   # a request body (a long conversation is a few MB at most)
 _BACKLOG = 1024                # many clients connecting at once must not be refused
 
@@ -207,12 +219,14 @@ class ChatServer:
     ``api_key``, when set, makes requests without ``Authorization: Bearer <api_key>`` fail
     with 401, like a real provider. ``chunked`` sends bodies with chunked transfer encoding and
     ``keep_alive=False`` closes the connection after every answer, as some servers do.
+    A request field outside :data:`KNOWN_FIELDS` and ``fields`` (server-specific options a
+    test means to send) is refused with 400, as OpenAI refuses it.
     """
 
     def __init__(self, responses: Sequence[str | ChatReply] | Responder | None = None, *,
                  latency: float = 0.0, model: str = "agentenv-test", host: str = "127.0.0.1",
                  port: int = 0, api_key: str | None = None, chunked: bool = False,
-                 keep_alive: bool = True) -> None:
+                 keep_alive: bool = True, fields: Sequence[str] = ()) -> None:
         if latency < 0:
             from agentenv.errors import ConfigError
 
@@ -222,6 +236,7 @@ class ChatServer:
         self.api_key = api_key
         self.chunked = chunked
         self.keep_alive = keep_alive
+        self.fields = KNOWN_FIELDS | frozenset(fields)
         self._host, self._port = host, port
         self._responder: Responder
         self._script: list[ChatReply] | None = None
@@ -407,6 +422,10 @@ class ChatServer:
             return 401, _error_body("Incorrect API key provided.", "invalid_request_error", "invalid_api_key"), {}
         if not isinstance(body, Mapping) or not isinstance(body.get("messages"), list):
             return 400, _error_body("the body must be JSON with a 'messages' list", "invalid_request_error"), {}
+        unknown = sorted(str(key) for key in body if key not in self.fields)
+        if unknown:
+            return 400, _error_body(f"Unrecognized request argument supplied: {', '.join(unknown)}",
+                                    "invalid_request_error"), {}
         return None
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:

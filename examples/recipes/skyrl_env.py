@@ -7,7 +7,7 @@ Importing ``agentenv.integrations.skyrl`` registers the env class; rows from
 ``skyrl_gym.make(row["env_class"], env_config=..., extras=row)``. This script plays that loop
 with the scripted policy (a buggy attempt, then the fix) and prints each step. In a SkyRL
 training script, import the adapter before the trainer starts and write the rows as parquet.
-Needs ``pip install "agentenv[skyrl]"``. The part of ``main`` between the ``README`` markers
+Needs ``pip install -e ".[skyrl]"`` in a clone (published: ``pip install "agentenv-coding[skyrl]"``). The part of ``main`` between the ``README`` markers
 is the README's snippet (tests/test_recipes.py checks it).
 """
 

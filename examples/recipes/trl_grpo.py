@@ -2,7 +2,7 @@
 
     python examples/recipes/trl_grpo.py --model Qwen/Qwen2.5-Coder-0.5B-Instruct --tasks mbpp
 
-Needs ``pip install "agentenv[trl]"``. The part of ``build`` between the ``README`` markers is
+Needs ``pip install -e ".[trl]"`` in a clone (published: ``pip install "agentenv-coding[trl]"``). The part of ``build`` between the ``README`` markers is
 the README's snippet, character for character (tests/test_recipes.py checks it); the test suite
 runs ``build`` for two steps on a tiny local model.
 """

@@ -3,7 +3,7 @@ and revises, up to ``max_turns`` times; the episode's return is the reward.
 
     python examples/recipes/trl_multiturn.py --model Qwen/Qwen2.5-Coder-0.5B-Instruct --max-turns 3
 
-Needs ``pip install "agentenv[trl]"`` and a model whose chat template TRL can parse tool calls
+Needs ``pip install -e ".[trl]"`` in a clone (published: ``pip install "agentenv-coding[trl]"``) and a model whose chat template TRL can parse tool calls
 from (Qwen2.5/Qwen3, Llama 3.1+, ...). The part of ``build`` between the ``README`` markers is
 the README's snippet, character for character (tests/test_recipes.py checks it); the test suite
 runs ``build`` for two steps on a tiny local model.

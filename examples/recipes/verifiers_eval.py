@@ -9,7 +9,7 @@ verifiers (0.4, ``verifiers.v1``) resolves ``--env.taskset.id agentenv_coding`` 
     vf eval agentenv_coding --env.taskset.max-turns 3 --model ...
 
 This script builds the env as verifiers does (``load_environment``), lists a few tasks and
-scores a reference solution with the task's rubric. Needs ``pip install "agentenv[verifiers]"``.
+scores a reference solution with the task's rubric. Needs ``pip install -e ".[verifiers]"`` in a clone (published: ``pip install "agentenv-coding[verifiers]"``).
 The part of ``main`` between the ``README`` markers is the README's snippet (tests/test_recipes.py
 checks it).
 """

@@ -6,7 +6,7 @@ prints the overrides that go on verl's command line (``python -m verl.trainer.ma
 the data files, the custom reward function (``agentenv.integrations.verl.compute_score``, or
 the ``batch`` manager with ``compute_score_batch``) and, with ``--multi-turn``, the tool agent
 loop with agentenv's ``submit`` tool (a tool config file written next to the data). Needs
-``pip install "agentenv[verl]"``. The part of ``build`` between the ``README`` markers is the
+``pip install -e ".[verl]"`` in a clone (published: ``pip install "agentenv-coding[verl]"``). The part of ``build`` between the ``README`` markers is the
 README's snippet (tests/test_recipes.py checks it); the test suite runs the script and checks
 what it writes against verl's own config and tool registry.
 """

@@ -24,11 +24,25 @@ __all__ = ["VENV_DISTRIBUTIONS", "base_distributions", "base_install_python", "e
 VENV_DISTRIBUTIONS = frozenset({"pip", "setuptools"})
 
 
-def base_distributions(root: str = "agentenv") -> set[str]:
+def installed_root() -> str:
+    """The distribution that installed agentenv here: its published name, or the name an
+    environment made before the rename still carries."""
+    from agentenv.errors import DISTRIBUTION
+
+    for name in (DISTRIBUTION, "agentenv"):
+        try:
+            metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        return name
+    return DISTRIBUTION
+
+
+def base_distributions(root: str | None = None) -> set[str]:
     """Canonical names of the distributions ``pip install root`` (no extras) installs."""
     seen: set[tuple[str, frozenset[str]]] = set()
     names: set[str] = set()
-    todo: list[tuple[str, frozenset[str]]] = [(root, frozenset())]
+    todo: list[tuple[str, frozenset[str]]] = [(root or installed_root(), frozenset())]
     while todo:
         name, extras = todo.pop()
         key = (canonicalize_name(name), extras)
@@ -48,7 +62,7 @@ def base_distributions(root: str = "agentenv") -> set[str]:
     return names
 
 
-def extra_modules(root: str = "agentenv") -> list[str]:
+def extra_modules(root: str | None = None) -> list[str]:
     """Top-level modules installed here that only an extra (or the test tooling) brought."""
     base = base_distributions(root) | VENV_DISTRIBUTIONS
     return sorted(module for module, dists in metadata.packages_distributions().items()
