@@ -204,8 +204,8 @@ class _Decomposer(ast.NodeTransformer):
         if isinstance(node, ast.expr) and not self.untrusted(node):
             return node  # wholly trusted: evaluated here as written
         if isinstance(node, ast.Call) and self.untrusted(node.func):
-            if any(isinstance(n, _SCOPED) or self.calls_helper(n) or _constructs(n)
-                   for n in ast.walk(node)):
+            if _constructs(node) or any(isinstance(n, _SCOPED) or self.calls_helper(n)
+                                        or _untrusted_builtin(n) for n in ast.walk(node)):
                 self.ok = False
                 return node
             self.calls.append(ast.unparse(node))
@@ -219,14 +219,19 @@ class _Decomposer(ast.NodeTransformer):
 
 
 def _constructs(node: ast.AST) -> bool:
-    """A call the child must not evaluate, so the check goes to the judge process: of a
-    capitalised name (by convention a class, whose instance is an object the trusted side
-    cannot hold), or of a builtin the trusted side does not evaluate itself (``issubclass``,
-    ``hasattr``: in the child it would be whatever the candidate made of it)."""
-    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
-        return False
-    name = node.func.id
-    return name not in TRUSTED_NAMES and (name[:1].isupper() or hasattr(builtins, name))
+    """A call of a capitalised name, shipped as a value of its own: by convention it makes an
+    object of a class, which the trusted side cannot hold, so the check goes to the judge
+    process (``Solution().solve(x)`` is still shipped whole: its value is the method's)."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id[:1].isupper() and node.func.id not in TRUSTED_NAMES)
+
+
+def _untrusted_builtin(node: ast.AST) -> bool:
+    """A call of a builtin the trusted side does not evaluate itself (``issubclass``,
+    ``hasattr``): in the child it would be whatever the candidate made of it, so the check
+    goes to the judge process, whose builtins are its own."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id not in TRUSTED_NAMES and hasattr(builtins, node.func.id))
 
 
 def _untrusted_names(node: ast.AST, trusted: frozenset[str] = TRUSTED_NAMES) -> bool:

@@ -471,6 +471,14 @@ class _Mirror(type):
         return _state(cls).chan.get(cls, "__dict__")
 
 
+class _StandIn(type):
+    """The metaclass of the classes of handles to builtin or standard objects: calling
+    ``type(handle)`` (as ``dataclasses.asdict`` does to copy a list) makes the real thing."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        return type.__dict__["__dict__"].__get__(cls)["_agentenv_real"](*args, **kwargs)
+
+
 def _safe_exception_base(kind: type) -> type:
     """The real exception class a mirror derives from: ``StopIteration`` and anything that is not
     an ``Exception`` arrive as :class:`CandidateError` (see :func:`_exception`)."""
@@ -705,7 +713,8 @@ class _Channel:
         generator, a function, a ``range``): ``isinstance`` against that class holds."""
         known = self.stand_ins.get(real)
         if known is None:
-            known = type(real.__name__, (Remote,), {
+            known = _StandIn(real.__name__, (Remote,), {
+                "_agentenv_real": real,
                 "__slots__": (),
                 "__class__": property(lambda self: real),
                 "__doc__": property(lambda self: _state(self).chan.get(self, "__doc__")),
@@ -778,7 +787,7 @@ class _Channel:
             cls = _Mirror(name, tuple(b for b in bases if issubclass(mixin, b) or b is mixin
                                       or (mixin is _RemoteError and issubclass(b, BaseException)
                                           and b is bases[-1])) or (mixin,), namespace)
-        _STATE[id(cls)] = _Ref(self, ["h", key], f"class {qualname}")
+        _STATE[id(cls)] = _Ref(self, ["h", key], qualname)
         setter = type.__setattr__
         setter(cls, "_agentenv_bases", tuple(visible))
         if "slots" in desc:
