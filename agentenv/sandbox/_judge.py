@@ -471,12 +471,23 @@ class _Mirror(type):
         return _state(cls).chan.get(cls, "__dict__")
 
 
+# Classes written in C that no module names, by the name ``G`` reports for them.
+_C_TYPES: dict[str, type] = {t.__qualname__: t for t in (  # type: ignore[var-annotated]
+    type({}.keys()), type({}.values()), type({}.items()), type(iter([])), type(iter(())),
+    type(iter(range(0))), type(iter("")), type(iter(set())), type(iter({})),
+    type(reversed([])), type(map(abs, ())), type(filter(None, ())), type(zip()),
+    type(enumerate(())), type(iter({}.items())), type(iter({}.values())))}
+
+
 class _StandIn(type):
     """The metaclass of the classes of handles to builtin or standard objects: calling
     ``type(handle)`` (as ``dataclasses.asdict`` does to copy a list) makes the real thing."""
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        return type.__dict__["__dict__"].__get__(cls)["_agentenv_real"](*args, **kwargs)
+        real = type.__dict__["__dict__"].__get__(cls)["_agentenv_real"]
+        if not isinstance(real, type):
+            raise TypeError(f"cannot create '{real}' instances")
+        return real(*args, **kwargs)
 
 
 def _safe_exception_base(kind: type) -> type:
@@ -536,7 +547,7 @@ class _Channel:
         # classes, and every other object listed in _STATE, kept alive here.
         self.objects: dict[int, Any] = {}
         self.classes: dict[int, type] = {}
-        self.stand_ins: dict[type, type] = {}
+        self.stand_ins: dict[type | str, type] = {}
         self.kept: list[Any] = []
         self.buffers: dict[int, _Buffer] = {}
         self.impostors: set[type] = set()
@@ -609,6 +620,9 @@ class _Channel:
                 return ["d", [[self.argument(k, allow_callable, depth + 1),
                                self.argument(v, allow_callable, depth + 1)]
                               for k, v in value.items()]]
+        name = getattr(value, "__name__", None) if kind is type else None
+        if type(name) is str and getattr(builtins, name, None) is value:
+            return ["bt", name]  # a builtin class: G's own, by name
         if kind is range:
             return ["rg", [self.argument(v, allow_callable, depth + 1)
                            for v in (value.start, value.stop, value.step)]]
@@ -708,18 +722,22 @@ class _Channel:
         _STATE[id(obj)] = _Ref(self, ref, label, text)
         return obj
 
-    def stand_in(self, real: type) -> type:
+    def stand_in(self, real: type | str) -> type:
         """The class of handles to objects of a builtin or standard-library class (a
-        generator, a function, a ``range``): ``isinstance`` against that class holds."""
+        generator, a function, a ``range``): ``isinstance`` against that class holds. A class
+        written in C that this process cannot name (``real`` is then its name) gets one too."""
         known = self.stand_ins.get(real)
         if known is None:
-            known = _StandIn(real.__name__, (Remote,), {
+            namespace: dict[str, Any] = {
                 "_agentenv_real": real,
                 "__slots__": (),
-                "__class__": property(lambda self: real),
                 "__doc__": property(lambda self: _state(self).chan.get(self, "__doc__")),
                 "__module__": property(lambda self: _state(self).chan.get(self, "__module__")),
-            })
+            }
+            if isinstance(real, type):
+                namespace["__class__"] = property(lambda self: real)
+            known = _StandIn(real.__name__ if isinstance(real, type) else real, (Remote,),
+                             namespace)
             self.stand_ins[real] = known
         return known
 
@@ -738,6 +756,8 @@ class _Channel:
             cls = found if isinstance(found, type) else None
         elif type(desc.get("s")) is list and len(desc["s"]) == 2:
             cls = _stdlib_class(*desc["s"])
+        elif type(desc.get("c")) is str:  # a class written in C (dict_keys, an iterator)
+            cls = self.stand_in(_C_TYPES.get(desc["c"]) or _clip(desc["c"], 60))
         else:
             cls = self.build(key, desc)
         if cls is None:
@@ -870,8 +890,8 @@ class _Channel:
             return NotImplemented
         if id(other) in _STATE:  # two candidate objects: the candidate's dunder decides
             return self.do(op, (handle, other))
-        if not self.sendable(other):
-            return NotImplemented
+        if type(other).__module__ != "builtins":  # an object of the check's: its own
+            return NotImplemented                     # (reflected) method decides
         value = self.base(handle)
         if value is _NO_BASE:
             if op in ("eq", "ne"):
@@ -885,6 +905,10 @@ class _Channel:
         value = self.base(container)
         if value is not _NO_BASE:
             return item in value
+        if isinstance(type(container), _StandIn):
+            # a generator, a dict view...: its items, compared here (an item of the
+            # candidate's is equal to the check's value only as the rule above says)
+            return any(x is item or x == item for x in container)
         label = _state(container).label
         raise TypeError(f"'in' a {_clip(label, 80)}: the check does not name its class, so the "
                         "candidate's __contains__ does not decide about the check's value")

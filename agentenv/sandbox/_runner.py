@@ -378,10 +378,13 @@ _type_name_get = type.__dict__["__name__"].__get__
 _type_qualname_get = type.__dict__["__qualname__"].__get__
 _type_bases_get = type.__dict__["__bases__"].__get__
 _type_mro_get = type.__dict__["__mro__"].__get__
+_type_flags = type.__dict__["__flags__"].__get__
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: set on every class made by a class statement
 _exc_args = BaseException.__dict__["args"].__get__
 _MappingProxy = type(type.__dict__)
 _BUILTIN_TYPES: dict[int, str] = {_id(v): k for k, v in vars(builtins).items()
                                   if isinstance(v, type)}
+_BUILTIN_NAMED: dict[str, Any] = {k: v for k, v in vars(builtins).items() if isinstance(v, type)}
 _BUILTIN_OBJECTS: dict[int, Any] = {_id(v): v for v in vars(builtins).values()
                                     if isinstance(v, type)}
 
@@ -550,6 +553,8 @@ class _JudgeServer:
                         for p in body}
             if tag == "sl" and _type(body) is list and _len(body) == 3:
                 return _slice(*[self.argument(a, depth + 1) for a in body])
+            if tag == "bt" and _type(body) is str and _BUILTIN_NAMED.get(body) is not None:
+                return _BUILTIN_NAMED[body]
             if tag == "rg" and _type(body) is list and _len(body) == 3:
                 return range(*[self.argument(a, depth + 1) for a in body])
         raise ValueError("malformed argument from the judge")
@@ -591,6 +596,8 @@ class _JudgeServer:
             return {"s": _list(_KNOWN_TYPES[_id(cls)])}
         if not _isinstance(cls, type):
             raise TypeError("not a class")
+        if not _type_flags(cls) & _HEAPTYPE:  # written in C: no candidate's class
+            return {"c": _str(_type_qualname_get(cls))}
         own = _type_dict(cls)
         module, qualname = own.get("__module__"), _type_qualname_get(cls)
         if (_type(module) is str and str.partition(module, ".")[0] in _STDLIB_NAMES
