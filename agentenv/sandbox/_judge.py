@@ -551,6 +551,7 @@ class _Channel:
         self.kept: list[Any] = []
         self.buffers: dict[int, _Buffer] = {}
         self.impostors: set[type] = set()
+        self.methods: dict[tuple[int, str], int] = {}  # (id(mirror), name) -> key of MethodType
         self.begin()
 
     def begin(self) -> None:
@@ -989,12 +990,28 @@ class _Channel:
     def get(self, target: Any, name: str) -> Any:
         found = _state(target)
         what = f"{_clip(found.label, 80)}.{name}"
+        cls = type(target)
+        held = isinstance(cls, _Mirror) and found.ref[0] == "h"
+        if held and (id(cls), name) in self.methods:
+            # a method of this class, read before: no request (the call names it; G looks
+            # it up then, so an attribute set since still wins)
+            return self.value(["a", found.ref[1], name, self.methods[id(cls), name]], what)
         reply = self.request({"op": "get", "f": list(found.ref), "n": name}, what)
         if reply.get("x") == "AttributeError":
             raise AttributeError(str(reply.get("msg", name)))  # hasattr() asks this way
+        result = reply.get("r")
+        if (held and "x" not in reply and type(result) is list and len(result) == 4
+                and result[0] == "a" and type(result[3]) is int):
+            self.methods[id(cls), name] = result[3]
         return self.outcome(reply, what)
 
+    def forget(self, name: str) -> None:
+        """An attribute was set or deleted: methods of that name are read afresh."""
+        for key in [k for k in self.methods if k[1] == name]:
+            del self.methods[key]
+
     def set(self, target: Any, name: str, value: Any) -> None:
+        self.forget(name)
         found = _state(target)
         with _quiet():
             what = f"{_clip(found.label, 80)}.{name} = {_show(value, 40)}"
@@ -1003,6 +1020,7 @@ class _Channel:
         self.outcome(reply, what)
 
     def delete(self, target: Any, name: str) -> None:
+        self.forget(name)
         found = _state(target)
         what = f"del {_clip(found.label, 80)}.{name}"
         self.outcome(self.request({"op": "del", "f": list(found.ref), "n": name}, what), what)
