@@ -18,7 +18,9 @@ the frames sent back are declared in :mod:`_schema`):
 When the run has checks that cannot be decomposed, the worker also hands this process one end
 of a channel to a judge process (:mod:`_judge`), which runs those checks itself; after the items
 above, :func:`serve_judge` answers the judge's questions (call this name with these arguments,
-read this attribute) with plain data until the judge hangs up. Those checks, their expected
+read this attribute, apply this protocol operation, describe this class) with plain data or
+handles to the objects it keeps, until the judge hangs up. It does so with builtins, operator
+functions and type slots bound when this module was imported, before any candidate code ran. Those checks, their expected
 values and their helper code never reach this process.
 
 The child never decides a grade. It reports facts; the parent (or the judge) judges them.
