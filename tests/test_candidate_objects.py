@@ -208,7 +208,26 @@ def fetch(path):
         raise NotFound(f"no {path}", 404) from exc
 '''
 
+ENUM = '''
+from enum import Enum
+
+class Color(Enum):
+    RED = 1
+    GREEN = 2
+
+def nxt(c):
+    return Color(c.value % 2 + 1)
+'''
+
 HONEST = [
+    Program("objects", "enum_classes", ENUM, (
+        "assert nxt(Color.RED) is Color.GREEN",
+        "assert list(Color) == [Color.RED, Color.GREEN]",
+        "assert Color['RED'].value == 1 and len(Color) == 2 and Color",
+        "assert Color.RED.name == 'RED' and Color.RED in Color",
+        "assert isinstance(Color.RED, Color) and Color(2) is Color.GREEN",
+        "assert Color.RED == 1",
+    )),
     Program("objects", "stack_protocols", STACK, (
         "s = Stack(); s.push(1).push(2); assert len(s) == 2 and 1 in s and 3 not in s",
         "s = Stack([1, 2, 3]); assert list(s) == [3, 2, 1] and s[0] == 3 and s[-1] == 1",
@@ -398,3 +417,15 @@ def test_a_hack_on_candidate_objects_earns_no_more_than_a_stub(hack: Hack, pool:
     attack = run_tests(hack.hack, list(hack.checks), pool=pool)
     assert honest.all_passed, honest.failures
     assert attack.passed <= stub.passed, [(f.index, f.message) for f in attack.failures]
+
+
+def test_the_plan_sends_object_checks_to_the_judge_and_keeps_calls_of_methods_trusted() -> None:
+    """A capitalised call whose own value would cross (a constructed object) and a builtin the
+    trusted side does not evaluate (``issubclass`` would be the candidate's in its process) go
+    to the judge; a method called on a fresh object (``Solution().solve``) is shipped whole;
+    ``judged`` forces the judge for checks a first run found returning objects."""
+    plan = plan_checks(["assert Money(1) < Money(2)", "assert issubclass(type(parse('2')), int)",
+                        "assert Solution().solve([1]) == 1", "assert f(1) == 1"])
+    assert [c.mode for c in plan.checks] == ["judge", "judge", "trusted", "trusted"]
+    forced = plan_checks(["assert f(1) == 1", "assert g(2) == 2"], judged=frozenset({1}))
+    assert [c.mode for c in forced.checks] == ["trusted", "judge"]

@@ -454,6 +454,23 @@ class _Mirror(type):
     def __dir__(cls) -> Any:
         return _state(cls).chan.do("dir", (cls,))
 
+    # A class is true; the container protocols are its metaclass's (an Enum's members,
+    # ``Color['RED']``, ``list(Color)``) or ``__class_getitem__``, asked of the candidate's.
+    def __bool__(cls) -> bool:
+        return True
+
+    def __len__(cls) -> int:
+        return _state(cls).chan.do("len", (cls,))
+
+    def __iter__(cls) -> Any:
+        return _state(cls).chan.iterate(cls, "iter")
+
+    def __getitem__(cls, key: Any) -> Any:
+        return _state(cls).chan.do("getitem", (cls, key))
+
+    def __contains__(cls, item: Any) -> bool:
+        return bool(_state(cls).chan.do("contains", (cls, item)))
+
     def __repr__(cls) -> str:
         return f"<class '{type.__dict__['__module__'].__get__(cls)}.{cls.__qualname__}'>"
 
