@@ -76,7 +76,7 @@ class Liar(int):
     def __eq__(self, other): return True
     __hash__ = int.__hash__
 def add(a, b):
-    return Liar(0)
+    return Liar(-99)  # compared by its int value, which no check expects
 """),
     attack("always_equal_str_subclass", """
 class Liar(str):

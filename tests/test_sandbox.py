@@ -114,11 +114,12 @@ def test_setup_code_runs_after_the_candidate_and_the_checks_can_use_it(pool: San
 
 
 def test_values_that_are_not_plain_data_fail_with_a_clear_message(pool: SandboxPool) -> None:
-    """A custom object is never compared: 'returned a Foo, expected int'."""
+    """A custom object is never equal to the check's data (the judge process grades it, as
+    a handle): 'returned <the candidate's Foo>'."""
     code = "class Foo:\n    pass\ndef add(a, b):\n    return Foo()\n"
     result = run_tests(code, CHECKS, pool=pool)
     assert result.passed == 0
-    assert result.failures[0].message == "add(2, 3) returned a Foo, expected int"
+    assert result.failures[0].message == "add(2, 3) returned <the candidate's Foo>"
 
 
 def test_stdio_cases_run_the_program_and_compare_output_loosely(pool: SandboxPool) -> None:

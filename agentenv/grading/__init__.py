@@ -27,8 +27,11 @@ The child computes; it never decides. A check is graded in one of three ways, an
   (:mod:`agentenv.grading.values`: Python's own ``==`` by default, or ``"strict"``: same exact type all
   the way down; floats within ``float_tolerance`` when the task gives one), and with every
   operator and builtin call going through budgets, so no candidate value can make this process
-  compute without bound. Anything that is not plain data fails the check ("returned a Foo,
-  expected int"); a value over a budget, or any error while judging, fails the check with a
+  compute without bound. A check whose call returns an object that is not plain data (an
+  instance of the candidate's class) is run again, by :func:`run_tests`, in the judge process,
+  which holds such objects as handles (a check that constructs a capitalised name, or calls a
+  builtin the trusted side does not evaluate, such as ``issubclass``, goes there from the
+  start); a value over a budget, or any error while judging, fails the check with a
   message naming the limit, never an exception. Builtin names in the assertion (``abs``,
   ``sorted``, ``len``...) are the trusted side's own, so a candidate that redefines them gains
   nothing; only an assertion that calls one builtin name and nothing else (MBPP's ``assert
@@ -44,7 +47,9 @@ The child computes; it never decides. A check is graded in one of three ways, an
   comprehensions, names from the setup code). The check program and the setup code run in a
   judge process (:mod:`agentenv.sandbox._judge`), sandboxed like the candidate's but forked
   apart from it, where every name the candidate defines is a proxy whose uses cross a channel
-  to the candidate's process and come back as plain data. The judge reports verdicts on a pipe
+  to the candidate's process and come back as plain data or as handles to the candidate's
+  objects (instances of mirror classes; the candidate's dunders decide nothing about the
+  check's own data: see :mod:`agentenv.sandbox._judge`). The judge reports verdicts on a pipe
   of its own; the candidate never sees these checks, their expected values or their helpers,
   and holds nothing a verdict could be written on. Only runs with such checks pay for the judge
   process. The judge compares with Python's ``==`` (floats within ``float_tolerance`` on single

@@ -111,18 +111,24 @@ class Plan:
                 for c in self.checks if c.mode == "judge"]
 
 
-def plan_checks(checks: Sequence[Check], *, setup_code: str = "") -> Plan:
+def plan_checks(checks: Sequence[Check], *, setup_code: str = "",
+                judged: frozenset[int] = frozenset()) -> Plan:
     """Decide, for each check, what the child computes and where the verdict is made.
 
     ``setup_code`` is the task's setup: an assertion that calls a name it defines is left to the
-    judge process (see the module docstring).
+    judge process (see the module docstring). ``judged`` are indices of checks to leave to the
+    judge process whatever they look like: ones whose calls returned candidate objects on a
+    first run (:func:`agentenv.grading.run.run_tests` re-runs them so).
     """
     helpers = _setup_names(setup_code)
     plans = []
     for index, check in enumerate(checks):
         if not isinstance(check, (str, StdioCase)):
             raise TypeError(f"check {index} must be a str or StdioCase, got {type(check).__name__}")
-        plans.append(_plan_one(index, check, helpers))
+        if index in judged and not isinstance(check, StdioCase):
+            plans.append(CheckPlan(index, check, "judge"))
+        else:
+            plans.append(_plan_one(index, check, helpers))
     return Plan(tuple(plans))
 
 
@@ -198,7 +204,8 @@ class _Decomposer(ast.NodeTransformer):
         if isinstance(node, ast.expr) and not self.untrusted(node):
             return node  # wholly trusted: evaluated here as written
         if isinstance(node, ast.Call) and self.untrusted(node.func):
-            if any(isinstance(n, _SCOPED) or self.calls_helper(n) for n in ast.walk(node)):
+            if _constructs(node) or any(isinstance(n, _SCOPED) or self.calls_helper(n)
+                                        or _untrusted_builtin(n) for n in ast.walk(node)):
                 self.ok = False
                 return node
             self.calls.append(ast.unparse(node))
@@ -209,6 +216,22 @@ class _Decomposer(ast.NodeTransformer):
             self.ok = False  # a bare untrusted name (a variable, a function object)
             return node
         return self.generic_visit(node)
+
+
+def _constructs(node: ast.AST) -> bool:
+    """A call of a capitalised name, shipped as a value of its own: by convention it makes an
+    object of a class, which the trusted side cannot hold, so the check goes to the judge
+    process (``Solution().solve(x)`` is still shipped whole: its value is the method's)."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id[:1].isupper() and node.func.id not in TRUSTED_NAMES)
+
+
+def _untrusted_builtin(node: ast.AST) -> bool:
+    """A call of a builtin the trusted side does not evaluate itself (``issubclass``,
+    ``hasattr``): in the child it would be whatever the candidate made of it, so the check
+    goes to the judge process, whose builtins are its own."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id not in TRUSTED_NAMES and hasattr(builtins, node.func.id))
 
 
 def _untrusted_names(node: ast.AST, trusted: frozenset[str] = TRUSTED_NAMES) -> bool:

@@ -18,9 +18,10 @@ from collections.abc import Sequence
 from agentenv.choices import Equality, IsolationLevel, values
 from agentenv.errors import ConfigError, IsolationUnavailable
 from agentenv.grading.judging import judge
-from agentenv.grading.plan import plan_checks
+from agentenv.grading.plan import Plan, plan_checks
 from agentenv.grading.redact import redact_result
 from agentenv.grading.result import RunResult
+from agentenv.sandbox import _schema as schema
 from agentenv.sandbox._limits import DEFAULT_LIMITS, Limits
 from agentenv.sandbox._pool import Pool, default_pool
 from agentenv.sandbox._wire import parse_frames
@@ -90,6 +91,24 @@ def run_tests(
             f"strict isolation was required but this sandbox pool runs at {pool.level!r}; "
             "install bubblewrap and allow unprivileged user namespaces, or pass isolation=None")
     plan = plan_checks(checks, setup_code=setup_code or "")
+    result, objects = _run_plan(plan, code_str, timeout, setup_code, prelude, float_tolerance,
+                                equality, limits, pool)
+    if objects and not result.timed_out:
+        # Calls that returned candidate objects (not plain data): those checks run again in
+        # the judge process, which holds such objects as handles. Whether a value is plain is
+        # the candidate's own doing, never a verdict, so the second run reveals nothing.
+        plan = plan_checks(checks, setup_code=setup_code or "", judged=objects)
+        first = result.exec_seconds
+        result, _ = _run_plan(plan, code_str, timeout, setup_code, prelude, float_tolerance,
+                              equality, limits, pool)
+        result = dataclasses.replace(result, exec_seconds=first + result.exec_seconds)
+    return result
+
+
+def _run_plan(plan: Plan, code_str: str, timeout: float, setup_code: str, prelude: str,
+              float_tolerance: float | None, equality: str, limits: Limits,
+              pool: Pool) -> tuple[RunResult, frozenset[int]]:
+    """One sandbox run of ``plan``; with the trusted checks whose calls returned objects."""
     nonce = secrets.token_hex(16)
     stdio_tests = sum(1 for cp in plan.checks if cp.mode == "stdio")
     if stdio_tests:
@@ -111,14 +130,19 @@ def run_tests(
                   "float_tolerance": float_tolerance}
                  if plan.needs_judge else None)
     raw = pool.run(job, float(run_seconds), limits, judge=judge_job)
+    frames = parse_frames(raw.result, nonce)
+    trusted = {c.index for c in plan.checks if c.mode == "trusted"}
+    objects = frozenset(f[schema.INDEX] for f in frames
+                        if f.get(schema.TYPE) == schema.CALL and f.get(schema.KIND) == schema.NOT_PLAIN
+                        and f.get(schema.INDEX) in trusted)
     result = judge(
-        plan, parse_frames(raw.result, nonce), timed_out=raw.timed_out, isolation=raw.isolation,
+        plan, frames, timed_out=raw.timed_out, isolation=raw.isolation,
         exec_seconds=raw.seconds, stdout=raw.stdout, stderr=raw.stderr,
         float_tolerance=float_tolerance, died=raw.died, equality=equality,
         capped=limits.max_result_bytes if len(raw.result) >= limits.max_result_bytes else None,
         judge_frames=parse_frames(raw.judge_result, judge_nonce), judge_died=raw.judge_died,
     )
-    return dataclasses.replace(redact_result(result), limits_enforced=raw.limits)
+    return dataclasses.replace(redact_result(result), limits_enforced=raw.limits), objects
 
 
 async def arun_tests(

@@ -13,11 +13,55 @@ sees this job: not the checks, not their expected values, not the setup as the j
 builtins and standard library. Every free global name that neither the setup nor the check
 binds, that is not a builtin and not a standard-library module, is looked up in the
 candidate's namespace when the check starts: ``G`` answers with plain data (a copy, rebuilt by
-:func:`_wire.decode_value`: only builtin values are ever constructed here) or a handle to the
-object, which it keeps. A handle is a :class:`Remote`: calling it, or reading or setting an
-attribute of it, is one more request, answered the same way. A ``Remote`` cannot be compared,
-hashed, iterated or truth-tested: a candidate that returns anything but plain data fails the
-check. A name the candidate does not define stays unbound (``NameError``, as in Python). Builtin names are the judge's own, except in a check that uses no
+:func:`_wire.decode_value`: only builtin values are ever constructed here; a global or an
+attribute that is a list, dict, set or other mutable container is a handle instead, so the
+check sees later changes as Python's would), a builtin container holding candidate objects
+(rebuilt here with handles inside), or a handle to the object, which it keeps.
+
+**Candidate objects.** A handle is an instance of the *mirror* of the object's class: a class
+built here once per candidate class (same name, qualname, module, doc, ``__slots__``,
+dataclass fields), whose bases are the mirrors of the candidate class's bases, down to the
+real builtin exception class when it derives from one (identity against the builtins ``G``
+saved before any candidate code ran: a class merely named ``ValueError``, or one planted in a
+module called ``builtins``, is not one), and registered with the standard ABCs it derives
+from. So ``isinstance``, ``issubclass``, ``type(x) is C``, ``C.__mro__``, ``except C`` and
+``dataclasses.fields`` work with this process's own builtins: the candidate is never asked
+whether something is an instance (its metaclass's ``__instancecheck__`` decides nothing here).
+The same candidate object is always the same handle (``is`` holds for the run); objects of
+builtin or standard classes (a generator, a function) are handles whose ``__class__`` is that
+class, so ``inspect.isfunction`` and ``isinstance(g, types.GeneratorType)`` hold. An exception
+the candidate raises arrives as an instance of its class's mirror (or as the real builtin
+exception), with its ``args``, its ``str()``, its ``__cause__`` and the rest of its attributes
+read from ``G``. ``StopIteration`` still arrives as :class:`CandidateError` (see
+:func:`_exception`).
+
+Everything else on a handle is one request to ``G``, which applies Python's own dispatch there
+(reflected operators, ``__iadd__``, ``__index__``, ``__format__``...): calls, attributes
+(properties, class- and static methods), ``len``, ``hash``, ``bool``, ``str``/``repr``/``format``,
+items, arithmetic, ``abs``/``round``/``int``/``float``, ``with``, and iteration, which fetches
+items in growing batches. Results that are plain data come back as copies, anything else as
+handles. Where the check's own data meets a candidate object, the candidate does not get the
+last word:
+
+- ``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=`` between a candidate object and a value of the
+  check's are decided here, on the object's value as its builtin base class holds it (an
+  ``int`` subclass by its int value, a ``list`` subclass by its items), never by the
+  candidate's dunder; an object whose class derives from no builtin value type is equal only
+  to itself and not ordered against data. Between two candidate objects the candidate's dunder
+  decides, as in Python: a do-nothing stub cannot define the class, so it earns nothing there
+  (such a task is hackable in Python too).
+- ``x in obj`` with ``x`` the check's: the candidate's ``__contains__`` decides only when the
+  check names ``obj``'s class (looks up a class of the candidate's of which ``obj`` is an
+  instance); otherwise it is decided on the builtin base value, or it is a ``TypeError``.
+- *Impostors*: a candidate class bound to a name the standard library's value modules use
+  (``Fraction``, ``Decimal``, ``date``, ``Counter``...) never decides a comparison, not even
+  between two of its instances (the task means the standard class).
+- ``with``: the candidate's ``__exit__`` may suppress only an exception the candidate raised;
+  an exception of the check's (an ``AssertionError``) is never the candidate's to swallow.
+- A message never asks ``G`` anything (handles show a label), so nothing ``G`` observes
+  depends on whether a check failed.
+
+A name the candidate does not define stays unbound (``NameError``, as in Python). Builtin names are the judge's own, except in a check that uses no
 other name at all and calls one builtin name (MBPP's task about its own ``sum``): there that
 builtin is the candidate's, as on the fast path. Standard-library modules are always the judge's own, so
 a candidate that patched ``math`` or ``sorted`` in its own process changes nothing here.
@@ -40,11 +84,14 @@ marks it a timeout.
 
 from __future__ import annotations
 
+import abc
 import ast
 import builtins
+import collections
 import contextlib
 import importlib
 import math
+import operator
 import os
 import symtable
 import sys
@@ -101,10 +148,14 @@ def _clip(text: str, limit: int = MAX_MESSAGE) -> str:
 
 
 def _show(value: Any, limit: int = 80) -> str:
+    before = _QUIET[0]
+    _QUIET[0] = True  # a handle shows its label: a message never asks the candidate anything
     try:
         return _clip(repr(value), limit)
     except BaseException:  # a huge int, a deep value: never let a message fail a check
         return f"<a {type(value).__name__}>"
+    finally:
+        _QUIET[0] = before
 
 
 def _message(exc: BaseException) -> str:
@@ -137,63 +188,367 @@ def _exception(name: Any, text: Any) -> BaseException:
     return CandidateError(f"{name}: {text}" if text else name)
 
 
+MAX_MIXED = 4096  # items of one container that holds candidate objects
+MAX_MIXED_DEPTH = 8
+MAX_BATCH = 256  # items of an iterator fetched in one request (the first request takes one)
+_MIXED: dict[type, str] = {list: "l", tuple: "t", set: "s", frozenset: "fs"}
+_BUILD: dict[str, Callable[[Any], Any]] = {"l": list, "t": tuple, "s": set, "fs": frozenset}
+_COMPARE: dict[str, Callable[[Any, Any], Any]] = {
+    "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le,
+    "gt": operator.gt, "ge": operator.ge}
+_NO_BASE = object()  # the candidate object's class derives from no builtin value type
+
+
+class _Buffer:
+    """Items of a candidate iterator fetched ahead (in growing batches), and how it ended."""
+
+    __slots__ = ("ended", "error", "items", "size")
+
+    def __init__(self) -> None:
+        self.items: collections.deque[Any] = collections.deque()
+        self.error: BaseException | None = None
+        self.ended = False
+        self.size = 1
+
+
+@contextlib.contextmanager
+def _quiet() -> Any:
+    """While building a message, a handle shows its label: no request to the candidate."""
+    before = _QUIET[0]
+    _QUIET[0] = True
+    try:
+        yield
+    finally:
+        _QUIET[0] = before
+
+
+def _fields(raw: list[Any]) -> dict[str, Any]:
+    """A candidate dataclass's fields as ``dataclasses.Field`` objects of this process."""
+    import dataclasses
+
+    fields: dict[str, Any] = {}
+    for name, shown, default, flags, kind in raw:
+        options: dict[str, Any] = {}
+        if type(default) is list and default[:1] == ["v"]:
+            options["default"] = _wire.decode_value(default[1])
+        elif default == ["f"]:
+            options["default_factory"] = _no_factory
+        init, show, compare = (bool(f) for f in flags)
+        field = dataclasses.field(init=init, repr=show, compare=compare, **options)
+        field.name = str(name)
+        annotation = getattr(builtins, str(shown[1]), None) if shown[0] == "b" else str(shown[1])
+        field.type = annotation
+        field._field_type = getattr(dataclasses, str(kind), None) or dataclasses._FIELD  # type: ignore[attr-defined]
+        fields[field.name] = field
+    return fields
+
+
+class _Ref:
+    """What a judge object stands for: an object the candidate's process holds."""
+
+    __slots__ = ("chan", "label", "ref", "text")
+
+    def __init__(self, chan: _Channel, ref: list[Any], label: str, text: str = "") -> None:
+        self.chan, self.ref, self.label, self.text = chan, ref, label, text
+
+
+# id(judge object) -> what it stands for. Every object listed is kept alive by its channel
+# (``_Channel.objects`` / ``kept``), so an id here is never reused by another object.
+_STATE: dict[int, _Ref] = {}
+_QUIET = [False]  # while set, a handle's repr/str is its label: no request (messages, _show)
+
+
+def _state(obj: Any) -> _Ref:
+    found = _STATE.get(id(obj))
+    if found is None:
+        raise TypeError("not an object of the candidate's")
+    return found
+
+
+def _do(op: str, *operands: Any) -> Any:
+    for operand in operands:
+        found = _STATE.get(id(operand))
+        if found is not None:
+            return found.chan.do(op, operands)
+    raise TypeError("no candidate object among the operands")  # pragma: no cover
+
+
+def _binary(op: str, reflected: bool = False) -> Callable[..., Any]:
+    def method(self: Any, other: Any) -> Any:
+        chan = _state(self).chan
+        if not chan.sendable(other):
+            return NotImplemented
+        return chan.do(op, (other, self) if reflected else (self, other))
+    method.__name__ = f"__{'r' if reflected else ''}{op}__"
+    return method
+
+
+def _unary(op: str) -> Callable[..., Any]:
+    def method(self: Any, *args: Any) -> Any:
+        return _state(self).chan.do(op, (self, *args))
+    method.__name__ = f"__{op}__"
+    return method
+
+
+def _comparison(op: str) -> Callable[..., Any]:
+    def method(self: Any, other: Any) -> Any:
+        return _state(self).chan.compare(op, self, other)
+    method.__name__ = f"__{op}__"
+    return method
+
+
 class Remote:
-    """A name or an object of the candidate's, as the check sees it: call it, use its attributes."""
+    """An object of the candidate's, as the check sees it (see the module docstring).
 
-    __slots__ = ("_agentenv_chan", "_agentenv_kind", "_agentenv_label", "_agentenv_named",
-                 "_agentenv_ref")
+    Every mirror class of a candidate class derives from this; its instances are the handles.
+    Attribute reads, writes and deletes, calls and every protocol operation go to the
+    candidate's process, which applies Python's own dispatch; comparisons and ``in`` with the
+    check's plain data follow the rule in the module docstring.
+    """
 
-    def __init__(self, chan: _Channel, ref: list[Any], label: str, kind: str,
-                 named: bool = False) -> None:
-        object.__setattr__(self, "_agentenv_chan", chan)
-        object.__setattr__(self, "_agentenv_ref", ref)
-        object.__setattr__(self, "_agentenv_label", label)
-        object.__setattr__(self, "_agentenv_kind", kind)
-        object.__setattr__(self, "_agentenv_named", named)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        chan = object.__getattribute__(self, "_agentenv_chan")
-        return chan.call(self, args, kwargs)
+    __slots__ = ()
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)
-        chan = object.__getattribute__(self, "_agentenv_chan")
-        return chan.get(self, name)
+        return _state(self).chan.get(self, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        chan = object.__getattribute__(self, "_agentenv_chan")
-        chan.set(self, name, value)
+        _state(self).chan.set(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        _state(self).chan.delete(self, name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return _state(self).chan.call(self, args, kwargs)
 
     def __repr__(self) -> str:
-        return f"<the candidate's {object.__getattribute__(self, '_agentenv_label')}>"
+        if _QUIET[0]:
+            return f"<the candidate's {type(self).__name__}>"
+        return _state(self).chan.do("repr", (self,))
 
-    def __copy__(self) -> Remote:
-        return self  # a reference to an object in the candidate's process
+    def __str__(self) -> str:
+        if _QUIET[0]:
+            return f"<the candidate's {type(self).__name__}>"
+        return _state(self).chan.do("str", (self,))
 
-    def __deepcopy__(self, memo: Any) -> Remote:
-        return self
+    def __format__(self, spec: str) -> str:
+        return _state(self).chan.do("format", (self, spec))
 
-    def _agentenv_refuse(self, *args: Any) -> Any:
-        label = _clip(object.__getattribute__(self, "_agentenv_label"), 80)
-        kind = object.__getattribute__(self, "_agentenv_kind")
-        if object.__getattribute__(self, "_agentenv_named"):
-            why = (f"{label} is a {kind} of the candidate's, not plain data: a check can call "
-                   "it or use its attributes, not use it as a value")
-        else:
-            why = f"{label} returned a {kind}, not plain data (only plain data is accepted)"
-        chan = object.__getattribute__(self, "_agentenv_chan")
-        if chan.poisoned is None:  # the check fails even if it catches the TypeError
-            chan.poisoned = why
-        raise _NotPlain(why)
+    def __iter__(self) -> Any:
+        return _state(self).chan.iterate(self, "iter")
 
-    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _agentenv_refuse
-    __hash__ = __bool__ = __len__ = __iter__ = __contains__ = _agentenv_refuse
-    __getitem__ = __setitem__ = __delitem__ = __index__ = __int__ = __float__ = _agentenv_refuse
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _agentenv_refuse
-    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = _agentenv_refuse
-    __pow__ = __rpow__ = __neg__ = __pos__ = __abs__ = __and__ = __or__ = __xor__ = _agentenv_refuse
-    __reduce__ = __reduce_ex__ = __format__ = __reversed__ = __enter__ = __exit__ = _agentenv_refuse
+    def __reversed__(self) -> Any:
+        return _state(self).chan.iterate(self, "reversed")
+
+    def __next__(self) -> Any:
+        return _state(self).chan.next(self)
+
+    def __contains__(self, item: Any) -> bool:
+        return _state(self).chan.contains(self, item)
+
+    def __enter__(self) -> Any:
+        return _state(self).chan.do("enter", (self,))
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> bool:
+        chan = _state(self).chan
+        if exc is not None and id(exc) in _STATE and id(type(exc)) in _STATE:
+            # the candidate's own exception: its __exit__ sees it and may suppress it
+            return bool(chan.do("exit", (self, type(exc), exc, None)))
+        chan.do("exit", (self, None, None, None))
+        return False  # an exception of the check's is never the candidate's to swallow
+
+    def __dir__(self) -> Any:
+        return _state(self).chan.do("dir", (self,))
+
+    def __copy__(self) -> Any:
+        # a list, dict... of the candidate's: a copy of its value; anything else: a
+        # reference to the object in the candidate's process
+        value = _state(self).chan.base(self)
+        return self if value is _NO_BASE else value
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        return self.__copy__()
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TypeError(f"the candidate's {_state(self).label} cannot be pickled by the check")
+
+    __eq__ = _comparison("eq")
+    __ne__ = _comparison("ne")
+    __lt__ = _comparison("lt")
+    __le__ = _comparison("le")
+    __gt__ = _comparison("gt")
+    __ge__ = _comparison("ge")
+    __hash__ = _unary("hash")  # type: ignore[assignment,unused-ignore]
+    __bool__ = _unary("truth")
+    __len__ = _unary("len")
+    __getitem__ = _unary("getitem")
+    __setitem__ = _unary("setitem")
+    __delitem__ = _unary("delitem")
+    __neg__ = _unary("neg")
+    __pos__ = _unary("pos")
+    __invert__ = _unary("invert")
+    __abs__ = _unary("abs")
+    __round__ = _unary("round")
+    __int__ = _unary("int")
+    __float__ = _unary("float")
+    __complex__ = _unary("complex")
+    __index__ = _unary("index")
+    __bytes__ = _unary("bytes")
+    __floor__ = _unary("floor")
+    __ceil__ = _unary("ceil")
+    __trunc__ = _unary("trunc")
+    __add__, __radd__, __iadd__ = _binary("add"), _binary("add", True), _binary("iadd")
+    __sub__, __rsub__, __isub__ = _binary("sub"), _binary("sub", True), _binary("isub")
+    __mul__, __rmul__, __imul__ = _binary("mul"), _binary("mul", True), _binary("imul")
+    __truediv__, __rtruediv__, __itruediv__ = (_binary("truediv"), _binary("truediv", True),
+                                               _binary("itruediv"))
+    __floordiv__, __rfloordiv__, __ifloordiv__ = (_binary("floordiv"), _binary("floordiv", True),
+                                                  _binary("ifloordiv"))
+    __mod__, __rmod__, __imod__ = _binary("mod"), _binary("mod", True), _binary("imod")
+    __pow__, __rpow__, __ipow__ = _binary("pow"), _binary("pow", True), _binary("ipow")
+    __lshift__, __rlshift__, __ilshift__ = (_binary("lshift"), _binary("lshift", True),
+                                            _binary("ilshift"))
+    __rshift__, __rrshift__, __irshift__ = (_binary("rshift"), _binary("rshift", True),
+                                            _binary("irshift"))
+    __and__, __rand__, __iand__ = _binary("and"), _binary("and", True), _binary("iand")
+    __or__, __ror__, __ior__ = _binary("or"), _binary("or", True), _binary("ior")
+    __xor__, __rxor__, __ixor__ = _binary("xor"), _binary("xor", True), _binary("ixor")
+    __matmul__, __rmatmul__, __imatmul__ = (_binary("matmul"), _binary("matmul", True),
+                                            _binary("imatmul"))
+    __divmod__, __rdivmod__ = _binary("divmod"), _binary("divmod", True)
+
+
+class _RemoteError:
+    """The mixin of a mirror exception class: attributes the judge's copy lacks are read from
+    the candidate's exception; ``str()`` is the candidate's text."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        return _state(self).chan.get(self, name)
+
+    def __str__(self) -> str:
+        found = _STATE.get(id(self))
+        return found.text if found is not None else ""
+
+
+class _Mirror(type):
+    """The metaclass of mirror classes: constructing one, or reading or writing a class
+    attribute it does not hold, asks the candidate's class. ``__bases__``, ``__mro__`` and
+    ``__dict__`` read as the candidate's class has them (no mixin of the judge's in sight)."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        return _state(cls).chan.call(cls, args, kwargs)
+
+    def __getattr__(cls, name: str) -> Any:
+        found = _STATE.get(id(cls))
+        if found is None or name.startswith("_agentenv"):
+            raise AttributeError(name)
+        return found.chan.get(cls, name)
+
+    def __setattr__(cls, name: str, value: Any) -> None:
+        _state(cls).chan.set(cls, name, value)
+
+    def __delattr__(cls, name: str) -> None:
+        _state(cls).chan.delete(cls, name)
+
+    def __dir__(cls) -> Any:
+        return _state(cls).chan.do("dir", (cls,))
+
+    # A class is true; the container protocols are its metaclass's (an Enum's members,
+    # ``Color['RED']``, ``list(Color)``) or ``__class_getitem__``, asked of the candidate's.
+    def __bool__(cls) -> bool:
+        return True
+
+    def __len__(cls) -> int:
+        return _state(cls).chan.do("len", (cls,))
+
+    def __iter__(cls) -> Any:
+        return _state(cls).chan.iterate(cls, "iter")
+
+    def __getitem__(cls, key: Any) -> Any:
+        return _state(cls).chan.do("getitem", (cls, key))
+
+    def __contains__(cls, item: Any) -> bool:
+        return bool(_state(cls).chan.do("contains", (cls, item)))
+
+    def __repr__(cls) -> str:
+        return f"<class '{type.__dict__['__module__'].__get__(cls)}.{cls.__qualname__}'>"
+
+    @property
+    def __bases__(cls) -> tuple[type, ...]:  # type: ignore[override]
+        return type.__dict__["__dict__"].__get__(cls)["_agentenv_bases"]
+
+    @property
+    def __mro__(cls) -> tuple[type, ...]:
+        hidden = (Remote, _RemoteError)
+        return tuple(k for k in type.__dict__["__mro__"].__get__(cls) if k not in hidden)
+
+    @property  # type: ignore[misc]
+    def __dict__(cls) -> Any:  # type: ignore[override]
+        return _state(cls).chan.get(cls, "__dict__")
+
+
+# Classes written in C that no module names, by the name ``G`` reports for them.
+_C_TYPES: dict[str, type] = {t.__qualname__: t for t in (  # type: ignore[var-annotated]
+    type({}.keys()), type({}.values()), type({}.items()), type(iter([])), type(iter(())),
+    type(iter(range(0))), type(iter("")), type(iter(set())), type(iter({})),
+    type(reversed([])), type(map(abs, ())), type(filter(None, ())), type(zip()),
+    type(enumerate(())), type(iter({}.items())), type(iter({}.values())))}
+
+
+class _StandIn(type):
+    """The metaclass of the classes of handles to builtin or standard objects: calling
+    ``type(handle)`` (as ``dataclasses.asdict`` does to copy a list) makes the real thing."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        real = type.__dict__["__dict__"].__get__(cls)["_agentenv_real"]
+        if not isinstance(real, type):
+            raise TypeError(f"cannot create '{real}' instances")
+        return real(*args, **kwargs)
+
+
+def _safe_exception_base(kind: type) -> type:
+    """The real exception class a mirror derives from: ``StopIteration`` and anything that is not
+    an ``Exception`` arrive as :class:`CandidateError` (see :func:`_exception`)."""
+    if issubclass(kind, (StopIteration, StopAsyncIteration)) or not issubclass(kind, Exception):
+        return CandidateError
+    return kind
+
+
+def _stdlib_class(module: Any, name: Any) -> type | None:
+    """A standard-library class of this process's own, by module and name."""
+    if type(module) is not str or type(name) is not str:
+        return None
+    if module.split(".")[0] not in _STDLIB and module not in ("types", "functools", "abc"):
+        return None
+    try:
+        found = getattr(importlib.import_module(module), name)
+    except Exception:
+        return None
+    return found if isinstance(found, type) else None
+
+
+_VALUE_MODULES = ("fractions", "decimal", "datetime", "collections", "pathlib", "uuid",
+                  "ipaddress", "array", "enum")
+_value_names: list[frozenset[str]] = []
+
+
+def _stdlib_value_names() -> frozenset[str]:
+    """Public class names of the standard library's value modules (``Fraction``, ``date``,
+    ``Counter``...): a check using one of them means that class."""
+    if not _value_names:
+        names: set[str] = set()
+        for module_name in _VALUE_MODULES:
+            with contextlib.suppress(Exception):
+                module = importlib.import_module(module_name)
+                names.update(n for n, v in vars(module).items()
+                             if isinstance(v, type) and not n.startswith("_"))
+        _value_names.append(frozenset(names))
+    return _value_names[0]
+
+
+def _no_factory() -> Any:
+    raise TypeError("the default factory of a candidate's dataclass field runs in its process")
 
 
 class _Channel:
@@ -205,6 +560,15 @@ class _Channel:
         self.depth = 0
         self.callbacks: dict[int, Callable[..., Any]] = {}
         self.placed = False  # whether G was told which CPU this process runs on
+        # One judge object per candidate object for the whole run (``is`` holds), the mirror
+        # classes, and every other object listed in _STATE, kept alive here.
+        self.objects: dict[int, Any] = {}
+        self.classes: dict[int, type] = {}
+        self.stand_ins: dict[type | str, type] = {}
+        self.kept: list[Any] = []
+        self.buffers: dict[int, _Buffer] = {}
+        self.impostors: set[type] = set()
+        self.methods: dict[tuple[int, str], int] = {}  # (id(mirror), name) -> key of MethodType
         self.begin()
 
     def begin(self) -> None:
@@ -215,6 +579,7 @@ class _Channel:
         self.raised: BaseException | None = None
         self.raised_in = ""
         self.last: tuple[str, Any] | None = None
+        self.named: set[type] = set()
 
     # ---------------------------------------------------------------- requests
 
@@ -249,13 +614,39 @@ class _Channel:
         self.broke_now = True
         raise _Gone(why)
 
-    def argument(self, value: Any, allow_callable: bool = True) -> list[Any]:
-        if type(value) is Remote:
-            return list(object.__getattribute__(value, "_agentenv_ref"))
+    def sendable(self, value: Any) -> bool:
+        """Whether ``value`` can be handed to the candidate's process (data and handles)."""
+        try:
+            self.argument(value, allow_callable=False)
+        except TypeError:
+            return False
+        return True
+
+    def argument(self, value: Any, allow_callable: bool = True, depth: int = 0) -> list[Any]:
+        found = _STATE.get(id(value))
+        if found is not None:
+            return list(found.ref)
         try:
             return ["v", _wire.encode_value(value)]
         except _wire.NotPlainData:
             pass
+        kind = type(value)
+        if depth < MAX_MIXED_DEPTH and len(value if kind in _MIXED else ()) <= MAX_MIXED:
+            if kind in (list, tuple, set, frozenset):
+                return [_MIXED[kind], [self.argument(v, allow_callable, depth + 1) for v in value]]
+            if kind is dict:
+                return ["d", [[self.argument(k, allow_callable, depth + 1),
+                               self.argument(v, allow_callable, depth + 1)]
+                              for k, v in value.items()]]
+        name = getattr(value, "__name__", None) if kind is type else None
+        if type(name) is str and getattr(builtins, name, None) is value:
+            return ["bt", name]  # a builtin class: G's own, by name
+        if kind is range:
+            return ["rg", [self.argument(v, allow_callable, depth + 1)
+                           for v in (value.start, value.stop, value.step)]]
+        if kind is slice:
+            return ["sl", [self.argument(v, allow_callable, depth + 1)
+                           for v in (value.start, value.stop, value.step)]]
         if allow_callable and callable(value):
             key = len(self.callbacks) + 1
             self.callbacks[key] = value
@@ -275,38 +666,312 @@ class _Channel:
                 with contextlib.suppress(OSError, AttributeError):
                     os.sched_setaffinity(0, (cpu,))
         reply = self.request(message, name)
-        if reply.get("x") == "NameError":
+        if reply.get("x") == "NameError" and "e" not in reply:
             return False, None
-        return True, self.outcome(reply, name, named=True)
+        value = self.outcome(reply, name)
+        if isinstance(value, _Mirror):
+            if name in _stdlib_value_names():
+                self.impostors.add(value)  # see "Impostors" in the module docstring
+            else:
+                self.named.add(value)  # a class the check names: see "in" in the module docstring
+        return True, value
 
-    def outcome(self, reply: dict[str, Any], what: str, named: bool = False) -> Any:
+    def outcome(self, reply: dict[str, Any], what: str) -> Any:
         if "x" in reply:
-            exc = _exception(reply.get("x"), reply.get("msg", ""))
+            exc = self.exception(reply)
             self.raised, self.raised_in = exc, what
             raise exc
-        result = reply.get("r")
-        if type(result) is list and len(result) == 2 and result[0] == "v":
+        value = self.value(reply.get("r"), what)
+        self.last = (what, value)
+        return value
+
+    def value(self, result: Any, what: str, depth: int = 0) -> Any:
+        """A RESULT of the candidate's process as the check sees it (see :mod:`_rpc`)."""
+        if type(result) is not list or not result or depth > MAX_MIXED_DEPTH:
+            return self.fail(f"the candidate's process sent a malformed answer to {_clip(what, 80)}")
+        tag, body = result[0], result[1:]
+        if tag == "v" and len(body) == 1:
             try:
-                value = _wire.decode_value(result[1])
+                return _wire.decode_value(body[0])
             except Exception as exc:  # malformed, or over the decoder's budgets
                 self.poisoned = f"{_clip(what, 80)} returned a value the judge refused ({_message(exc)})"
                 raise _NotPlain(self.poisoned) from None
-            self.last = (what, value)
-            return value
-        if type(result) is list and len(result) == 2 and result[0] == "b":
+        if tag == "b" and len(body) == 1:
             self.poisoned = (f"{_clip(what, 80)} returned a value over a budget: "
-                             f"{_clip(str(result[1]), 200)}")
+                             f"{_clip(str(body[0]), 200)}")
             raise _NotPlain(self.poisoned)
-        if (type(result) is list and len(result) == 3 and result[0] == "h"
-                and type(result[1]) is int and type(result[2]) is str):
-            return Remote(self, ["h", result[1]], what, _clip(result[2], 60), named)
+        if (tag == "h" and len(body) == 4 and type(body[0]) is int and type(body[1]) is int
+                and type(body[2]) is str):
+            return self.handle(body[0], body[1], _clip(what, 120),
+                               body[3] == "c")
+        if (tag == "a" and len(body) == 3 and type(body[0]) is int and type(body[1]) is str
+                and type(body[2]) is int):
+            method = self.instance(self.mirror(body[2]), ["a", body[0], body[1]],
+                                   _clip(f"{what}", 120))
+            self.kept.append(method)
+            return method
+        if tag in _BUILD and len(body) == 1 and type(body[0]) is list and len(body[0]) <= MAX_MIXED:
+            return _BUILD[tag](self.value(item, what, depth + 1) for item in body[0])
+        if tag == "d" and len(body) == 1 and type(body[0]) is list and len(body[0]) <= MAX_MIXED:
+            pairs = body[0]
+            if all(type(p) is list and len(p) == 2 for p in pairs):
+                return {self.value(k, what, depth + 1): self.value(v, what, depth + 1)
+                        for k, v in pairs}
+        if tag == "n" and not body:
+            return _NO_BASE
         return self.fail(f"the candidate's process sent a malformed answer to {_clip(what, 80)}")
 
-    def call(self, target: Remote, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        label = object.__getattribute__(target, "_agentenv_label")
-        shown = [_show(a, 40) for a in args] + [f"{k}={_show(v, 40)}" for k, v in kwargs.items()]
-        what = f"{label}({', '.join(shown)})"
-        message = {"op": "call", "f": object.__getattribute__(target, "_agentenv_ref"),
+    def handle(self, key: int, kind: int, label: str, is_class: bool) -> Any:
+        """The judge's object for the candidate's object ``key``: one per object for the run."""
+        known = self.objects.get(key)
+        if known is not None:
+            return known
+        if is_class:
+            return self.mirror(key)
+        obj = self.instance(self.mirror(kind), ["h", key], label)
+        self.objects[key] = obj
+        return obj
+
+    def instance(self, cls: type, ref: list[Any], label: str, text: str = "") -> Any:
+        if not (isinstance(cls, _Mirror) or issubclass(cls, (Remote, _RemoteError))):
+            cls = self.stand_in(cls)
+        maker: Any = BaseException.__new__ if issubclass(cls, BaseException) else object.__new__
+        obj = maker(cls)
+        _STATE[id(obj)] = _Ref(self, ref, label, text)
+        return obj
+
+    def stand_in(self, real: type | str) -> type:
+        """The class of handles to objects of a builtin or standard-library class (a
+        generator, a function, a ``range``): ``isinstance`` against that class holds. A class
+        written in C that this process cannot name (``real`` is then its name) gets one too."""
+        known = self.stand_ins.get(real)
+        if known is None:
+            namespace: dict[str, Any] = {
+                "_agentenv_real": real,
+                "__slots__": (),
+                "__doc__": property(lambda self: _state(self).chan.get(self, "__doc__")),
+                "__module__": property(lambda self: _state(self).chan.get(self, "__module__")),
+            }
+            if isinstance(real, type):
+                namespace["__class__"] = property(lambda self: real)
+            known = _StandIn(real.__name__ if isinstance(real, type) else real, (Remote,),
+                             namespace)
+            self.stand_ins[real] = known
+        return known
+
+    def mirror(self, key: int) -> type:
+        """The judge's class for the candidate's class ``key`` (built once per run)."""
+        known = self.classes.get(key)
+        if known is not None:
+            return known
+        reply = self.request({"op": "type", "f": ["h", key]}, "a class")
+        desc = reply.get("r")
+        if "x" in reply or type(desc) is not dict:
+            return self.fail("the candidate's process could not describe a class")
+        cls: type | None = None
+        if type(desc.get("b")) is str:
+            found = getattr(builtins, desc["b"], None)
+            cls = found if isinstance(found, type) else None
+        elif type(desc.get("s")) is list and len(desc["s"]) == 2:
+            cls = _stdlib_class(*desc["s"])
+        elif type(desc.get("c")) is str:  # a class written in C (dict_keys, an iterator)
+            cls = self.stand_in(_C_TYPES.get(desc["c"]) or _clip(desc["c"], 60))
+        else:
+            cls = self.build(key, desc)
+        if cls is None:
+            return self.fail("the candidate's process described a class the judge cannot build")
+        self.classes[key] = cls
+        if isinstance(cls, _Mirror):
+            self.objects[key] = cls
+        return cls
+
+    def build(self, key: int, desc: dict[str, Any]) -> type | None:
+        name, qualname = desc.get("n"), desc.get("q")
+        raw_bases = desc.get("bases")
+        if type(name) is not str or type(qualname) is not str or type(raw_bases) is not list:
+            return None
+        real: list[type] = []
+        visible: list[type] = []
+        register: list[type] = []
+        for base in raw_bases:
+            if type(base) is list and len(base) == 2 and base[0] == "h" and type(base[1]) is int:
+                mirrored = self.mirror(base[1])
+                visible.append(mirrored)
+                real.append(mirrored if isinstance(mirrored, _Mirror) else Remote)
+            elif type(base) is list and len(base) == 2 and base[0] == "b":
+                found = getattr(builtins, str(base[1]), None)
+                if not isinstance(found, type):
+                    return None
+                visible.append(found)
+                if issubclass(found, BaseException):
+                    real.append(_safe_exception_base(found))
+            elif type(base) is list and len(base) == 3 and base[0] == "s":
+                found = _stdlib_class(base[1], base[2])
+                if found is None:
+                    return None
+                visible.append(found)
+                if isinstance(found, abc.ABCMeta):
+                    register.append(found)
+        mixin: type = (_RemoteError if any(issubclass(b, BaseException) for b in real)
+                       else Remote)
+        if not any(issubclass(b, mixin) for b in real):
+            real.insert(0, mixin)
+        namespace = {"__slots__": (), "__module__": str(desc.get("m", "")),
+                     "__qualname__": qualname, "__doc__": desc.get("d")}
+        bases = tuple(dict.fromkeys(real))
+        try:
+            cls = _Mirror(name, bases, namespace)
+        except TypeError:  # a layout or order the judge's classes cannot take
+            cls = _Mirror(name, tuple(b for b in bases if issubclass(mixin, b) or b is mixin
+                                      or (mixin is _RemoteError and issubclass(b, BaseException)
+                                          and b is bases[-1])) or (mixin,), namespace)
+        _STATE[id(cls)] = _Ref(self, ["h", key], qualname)
+        setter = type.__setattr__
+        setter(cls, "_agentenv_bases", tuple(visible))
+        if "slots" in desc:
+            try:
+                setter(cls, "__slots__", _wire.decode_value(desc["slots"]))
+            except Exception:
+                type.__delattr__(cls, "__slots__")
+        else:
+            type.__delattr__(cls, "__slots__")
+        if type(desc.get("fields")) is list:
+            with contextlib.suppress(Exception):
+                setter(cls, "__dataclass_fields__", _fields(desc["fields"]))
+        for parent in register:
+            with contextlib.suppress(Exception):
+                parent.register(cls)  # type: ignore[attr-defined]
+        return cls
+
+    def exception(self, reply: dict[str, Any]) -> BaseException:
+        """The judge's copy of an exception the candidate raised: an instance of the mirror of
+        its class (a real builtin exception class when it is one, by identity)."""
+        name, text = str(reply.get("x"))[:100], _clip(str(reply.get("msg", "")))
+        raw = reply.get("e")
+        args: Any = None
+        if "args" in reply:
+            with contextlib.suppress(Exception):
+                args = _wire.decode_value(reply["args"])
+        if not (type(raw) is list and len(raw) == 2 and all(type(k) is int for k in raw)):
+            return CandidateError(f"{name}: {text}" if text else name)
+        cls = self.mirror(raw[1])
+        exc = self.rebuild(cls, raw[0], name, text, args)
+        cause = reply.get("cause")
+        if type(cause) is dict and "x" in cause and exc.__cause__ is None:
+            with contextlib.suppress(Exception):
+                exc.__cause__ = self.exception(cause)
+        return exc
+
+    def rebuild(self, cls: type, key: int, name: str, text: str, args: Any) -> BaseException:
+        if not isinstance(cls, _Mirror):  # a builtin exception class, or a standard one
+            if isinstance(cls, type) and issubclass(cls, BaseException):
+                safe = _safe_exception_base(cls)
+                if safe is cls:
+                    with contextlib.suppress(BaseException):
+                        return cls(*args) if type(args) is tuple else cls(text)
+                    with contextlib.suppress(BaseException):
+                        made = cls.__new__(cls)
+                        BaseException.__init__(made, *(args if type(args) is tuple else (text,)))
+                        return made
+            return CandidateError(f"{name}: {text}" if text else name)
+        known = self.objects.get(key)
+        if isinstance(known, BaseException):
+            return known
+        if not issubclass(cls, BaseException):
+            return CandidateError(f"{name}: {text}" if text else name)
+        exc = self.instance(cls, ["h", key], f"{name} raised", text)
+        BaseException.__init__(exc, *(args if type(args) is tuple else (text,)))
+        self.objects[key] = exc
+        return exc
+
+    def do(self, op: str, operands: tuple[Any, ...]) -> Any:
+        """A protocol operation applied in the candidate's process (Python's own dispatch)."""
+        labels = [_STATE[id(o)].label if id(o) in _STATE else _show(o, 40) for o in operands]
+        what = f"{op}({', '.join(labels)})"
+        message = {"op": "do", "w": op, "a": [self.argument(o) for o in operands]}
+        return self.outcome(self.request(message, what), what)
+
+    def base(self, obj: Any) -> Any:
+        """The value of ``obj`` as its builtin base class has it (see the module docstring),
+        or ``_NO_BASE``."""
+        found = _state(obj)
+        reply = self.request({"op": "base", "f": list(found.ref)}, found.label)
+        if "x" in reply:
+            return self.outcome(reply, found.label)
+        return self.value(reply.get("r"), found.label)  # not the check's "last value"
+
+    def compare(self, op: str, handle: Any, other: Any) -> Any:
+        if self.impostors and any(isinstance(x, cls) for x in (handle, other)
+                                  for cls in self.impostors):
+            if op in ("eq", "ne"):  # an impostor's __eq__ never decides: identity, as object's
+                return (handle is other) == (op == "eq")
+            return NotImplemented
+        if id(other) in _STATE:  # two candidate objects: the candidate's dunder decides
+            return self.do(op, (handle, other))
+        if type(other).__module__ != "builtins":  # an object of the check's: its own
+            return NotImplemented                     # (reflected) method decides
+        value = self.base(handle)
+        if value is _NO_BASE:
+            if op in ("eq", "ne"):
+                return op == "ne"  # as Python's default: not the same object
+            return NotImplemented
+        return _COMPARE[op](value, other)
+
+    def contains(self, container: Any, item: Any) -> bool:
+        if id(item) in _STATE or any(isinstance(container, cls) for cls in self.named):
+            return bool(self.do("contains", (container, item)))
+        value = self.base(container)
+        if value is not _NO_BASE:
+            return item in value
+        if isinstance(type(container), _StandIn):
+            # a generator, a dict view...: its items, compared here (an item of the
+            # candidate's is equal to the check's value only as the rule above says)
+            return any(x is item or x == item for x in container)
+        label = _state(container).label
+        raise TypeError(f"'in' a {_clip(label, 80)}: the check does not name its class, so the "
+                        "candidate's __contains__ does not decide about the check's value")
+
+    def iterate(self, obj: Any, op: str) -> Any:
+        iterator = self.do(op, (obj,))
+        if id(iterator) not in _STATE:
+            return iter(iterator)
+        return iterator
+
+    def next(self, obj: Any) -> Any:
+        found = _state(obj)
+        buffer = self.buffers.get(id(obj))
+        if buffer is None:
+            buffer = self.buffers[id(obj)] = _Buffer()
+        while True:
+            if buffer.items:
+                return buffer.items.popleft()
+            if buffer.error is not None:
+                error, buffer.error = buffer.error, None
+                raise error
+            if buffer.ended:
+                raise StopIteration
+            reply = self.request({"op": "take", "f": list(found.ref), "n": buffer.size},
+                                 f"next({found.label})")
+            buffer.size = min(buffer.size * 2, MAX_BATCH)
+            batch = reply.get("r")
+            if not (type(batch) is list and len(batch) == 2 and batch[0] == "l"
+                    and type(batch[1]) is list):
+                return self.fail(f"the candidate's process sent a malformed answer to "
+                                 f"next({_clip(found.label, 80)})")
+            buffer.items.extend(self.value(item, f"next({found.label})") for item in batch[1])
+            if "x" in reply:
+                buffer.error = self.exception(reply)
+                self.raised, self.raised_in = buffer.error, f"next({found.label})"
+            buffer.ended = reply.get("end") is True
+            if not buffer.items and not buffer.ended and buffer.error is None:
+                return self.fail("the candidate's process sent an empty batch")
+
+    def call(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        found = _state(target)
+        with _quiet():
+            shown = [_show(a, 40) for a in args] + [f"{k}={_show(v, 40)}" for k, v in kwargs.items()]
+        what = f"{_clip(found.label, 80)}({', '.join(shown)})"
+        message = {"op": "call", "f": list(found.ref),
                    "a": [self.argument(a) for a in args],
                    "k": [[str(k), self.argument(v)] for k, v in kwargs.items()]}
         reply = self.request(message, what)
@@ -339,30 +1004,56 @@ class _Channel:
             original.clear()
             original.update(new)
 
-    def get(self, target: Remote, name: str) -> Any:
-        what = f"{object.__getattribute__(target, '_agentenv_label')}.{name}"
-        reply = self.request({"op": "get", "f": object.__getattribute__(target, "_agentenv_ref"),
-                              "n": name}, what)
+    def get(self, target: Any, name: str) -> Any:
+        found = _state(target)
+        what = f"{_clip(found.label, 80)}.{name}"
+        cls = type(target)
+        held = isinstance(cls, _Mirror) and found.ref[0] == "h"
+        if held and (id(cls), name) in self.methods:
+            # a method of this class, read before: no request (the call names it; G looks
+            # it up then, so an attribute set since still wins)
+            return self.value(["a", found.ref[1], name, self.methods[id(cls), name]], what)
+        reply = self.request({"op": "get", "f": list(found.ref), "n": name}, what)
+        if reply.get("x") == "AttributeError":
+            raise AttributeError(str(reply.get("msg", name)))  # hasattr() asks this way
+        result = reply.get("r")
+        if (held and "x" not in reply and type(result) is list and len(result) == 4
+                and result[0] == "a" and type(result[3]) is int):
+            self.methods[id(cls), name] = result[3]
         return self.outcome(reply, what)
 
-    def set(self, target: Remote, name: str, value: Any) -> None:
-        what = f"{object.__getattribute__(target, '_agentenv_label')}.{name} = {_show(value, 40)}"
-        reply = self.request({"op": "set", "f": object.__getattribute__(target, "_agentenv_ref"),
-                              "n": name, "v": self.argument(value)}, what)
+    def forget(self, name: str) -> None:
+        """An attribute was set or deleted: methods of that name are read afresh."""
+        for key in [k for k in self.methods if k[1] == name]:
+            del self.methods[key]
+
+    def set(self, target: Any, name: str, value: Any) -> None:
+        self.forget(name)
+        found = _state(target)
+        with _quiet():
+            what = f"{_clip(found.label, 80)}.{name} = {_show(value, 40)}"
+        reply = self.request({"op": "set", "f": list(found.ref), "n": name,
+                              "v": self.argument(value)}, what)
         self.outcome(reply, what)
+
+    def delete(self, target: Any, name: str) -> None:
+        self.forget(name)
+        found = _state(target)
+        what = f"del {_clip(found.label, 80)}.{name}"
+        self.outcome(self.request({"op": "del", "f": list(found.ref), "n": name}, what), what)
 
     # ---------------------------------------------------------------- callbacks
 
     def callback(self, message: dict[str, Any]) -> None:
-        """``G`` calls a function the check passed it; run it here, send back plain data."""
+        """``G`` calls a function the check passed it; run it here, send back what it returns."""
         try:
             fn = self.callbacks.get(message.get("c"))  # type: ignore[arg-type]
             raw_args, raw_kwargs = message.get("a"), message.get("k")
             if fn is None or type(raw_args) is not list or type(raw_kwargs) is not list:
                 raise ValueError("the candidate called back a function it was never given")
-            args = [_wire.decode_value(a) for a in raw_args]
-            kwargs = {str(p[0]): _wire.decode_value(p[1]) for p in raw_kwargs}
-            answer: dict[str, Any] = {"r": ["v", _wire.encode_value(fn(*args, **kwargs))]}
+            args = [self.value(a, "a callback's argument") for a in raw_args]
+            kwargs = {str(p[0]): self.value(p[1], "a callback's argument") for p in raw_kwargs}
+            answer: dict[str, Any] = {"r": self.argument(fn(*args, **kwargs), allow_callable=False)}
         except _Gone:
             raise
         except BaseException as exc:

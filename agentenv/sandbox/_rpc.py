@@ -11,17 +11,29 @@ it carries small msgpack maps (:func:`_wire.pack_message`), one per length-prefi
 - ``J -> G`` requests: ``{"op": "name", "n": name}`` (look a global up; the run's first one
   also carries ``"cpu"``, the CPU ``J`` has pinned itself to, where ``G`` then serves from),
   ``{"op": "call", "f": REF, "a": [ARG...], "k": [[name, ARG]...]}``, ``{"op": "get", "f":
-  REF, "n": attr}`` and ``{"op": "set", "f": REF, "n": attr, "v": ARG}``;
+  REF, "n": attr}``, ``{"op": "set", "f": REF, "n": attr, "v": ARG}``, ``{"op": "del", "f":
+  REF, "n": attr}``, ``{"op": "do", "w": operation, "a": [ARG...]}`` (a protocol operation of
+  Python's data model: ``eq``, ``len``, ``iter``, ``add``, ``iadd``, ``enter``...),
+  ``{"op": "take", "f": REF, "n": count}`` (up to ``count`` items of an iterator; the reply
+  says ``"end": true`` when it is exhausted), ``{"op": "type", "f": REF}`` (a class's
+  description, to build its mirror: see :mod:`_judge`) and ``{"op": "base", "f": REF}`` (the
+  object's value as its builtin base class holds it, or ``["n"]``);
 - ``G -> J`` replies: ``{"r": RESULT, "m": [[position, VALUE]...]}`` (``m``: arguments the call
-  mutated, copied back) or ``{"x": exception type name, "msg": text}``; ``RESULT`` may also be
-  ``["b", text]``: plain data over one of the wire's budgets;
+  mutated, copied back) or ``{"x": exception type name, "msg": text, "e": [id, class id],
+  "args": VALUE, "cause": another such reply}``; ``RESULT`` may also be ``["b", text]``: plain
+  data over one of the wire's budgets;
 - ``G -> J`` callback requests, sent while ``G`` is answering: ``{"op": "cb", "c": id, "a":
   [VALUE...], "k": [[name, VALUE]...]}``, answered by ``J`` with a reply as above.
 
-``REF`` is ``["n", name]`` (a global of the candidate's namespace) or ``["h", id]`` (an object
-``G`` returned earlier and keeps); ``ARG`` is ``["v", VALUE]``, ``["h", id]`` or ``["c", id]`` (a
-callable of the judge's, called back through ``cb``); ``RESULT`` is ``["v", VALUE]`` or ``["h",
-id, type name]``; ``VALUE`` is :func:`_wire.encode_value`'s plain-data encoding. The channel
+``REF`` is ``["n", name]`` (a global of the candidate's namespace), ``["h", id]`` (an object
+``G`` returned earlier and keeps: one id per object for the run) or ``["a", id, name]`` (that
+object's method ``name``); ``ARG`` is ``["v", VALUE]``, ``["h", id]``, ``["c", id]`` (a callable
+of the judge's, called back through ``cb``), ``["bt", name]`` (a builtin class), ``["sl"|"rg",
+[ARG, ARG, ARG]]`` (a slice or range) or a builtin container of ARGs (``["l"|"t"|"s"|"fs",
+[ARG...]]``, ``["d", [[ARG, ARG]...]]``); ``RESULT`` is ``["v", VALUE]``, ``["h", id, class id,
+type name, "c" for a class or "o"]``, ``["a", id, name, class id]`` (a method of a held object,
+not kept) or a builtin container of RESULTs, tagged as ARGs are; ``VALUE`` is
+:func:`_wire.encode_value`'s plain-data encoding. The channel
 never carries a verdict: those go from ``J`` to the worker on ``J``'s own result pipe.
 """
 

@@ -18,7 +18,9 @@ the frames sent back are declared in :mod:`_schema`):
 When the run has checks that cannot be decomposed, the worker also hands this process one end
 of a channel to a judge process (:mod:`_judge`), which runs those checks itself; after the items
 above, :func:`serve_judge` answers the judge's questions (call this name with these arguments,
-read this attribute) with plain data until the judge hangs up. Those checks, their expected
+read this attribute, apply this protocol operation, describe this class) with plain data or
+handles to the objects it keeps, until the judge hangs up. It does so with builtins, operator
+functions and type slots bound when this module was imported, before any candidate code ran. Those checks, their expected
 values and their helper code never reach this process.
 
 The child never decides a grade. It reports facts; the parent (or the judge) judges them.
@@ -30,12 +32,17 @@ from __future__ import annotations
 
 import atexit
 import builtins
+import collections
 import contextlib
+import functools
 import gc
+import math
+import operator
 import os
 import signal
 import sys
 import time
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -114,7 +121,7 @@ _rpc_send = _rpc.send
 _rpc_recv = _rpc.recv
 _RpcErrors = (_rpc.ChannelClosed, _rpc.ProtocolError)
 MAX_HANDLES = 100_000  # objects kept for the judge in one run
-_REQUESTS = ("name", "call", "get", "set")
+_REQUESTS = ("name", "call", "get", "set", "del", "do", "take", "type", "base")
 
 
 def apply_limits(limits: dict[str, Any]) -> None:
@@ -472,12 +479,121 @@ class _Hangup(BaseException):
     with ``except Exception`` and go on talking)."""
 
 
+# What the judge server uses, bound when this module is imported (before any candidate code
+# runs): a candidate that patches ``builtins``, ``operator`` or ``math`` in its own process
+# changes neither the answers below nor which class counts as a builtin.
+_type = type
+_id = id
+_len = len
+_str = str
+_repr = repr
+_iter = iter
+_next = next
+_hash = hash
+_format = format
+_getattr = getattr
+_setattr = setattr
+_delattr = delattr
+_isinstance = isinstance
+_dir = dir
+_list = list
+_tuple = tuple
+_dict = dict
+_set = set
+_frozenset = frozenset
+_slice = slice
+_type_dict = type.__dict__["__dict__"].__get__
+_type_name_get = type.__dict__["__name__"].__get__
+_type_qualname_get = type.__dict__["__qualname__"].__get__
+_type_bases_get = type.__dict__["__bases__"].__get__
+_type_mro_get = type.__dict__["__mro__"].__get__
+_type_flags = type.__dict__["__flags__"].__get__
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: set on every class made by a class statement
+_exc_args = BaseException.__dict__["args"].__get__
+_MappingProxy = type(type.__dict__)
+_BUILTIN_TYPES: dict[int, str] = {_id(v): k for k, v in vars(builtins).items()
+                                  if isinstance(v, type)}
+_BUILTIN_NAMED: dict[str, Any] = {k: v for k, v in vars(builtins).items() if isinstance(v, type)}
+_BUILTIN_OBJECTS: dict[int, Any] = {_id(v): v for v in vars(builtins).values()
+                                    if isinstance(v, type)}
+
+
+def _known_types() -> dict[int, tuple[str, str]]:
+    """Standard-library classes the judge has too, by identity: (module, qualname)."""
+    known: dict[int, tuple[str, str]] = {}
+    for name in ("FunctionType", "MethodType", "BuiltinFunctionType", "GeneratorType",
+                 "CoroutineType", "AsyncGeneratorType", "CodeType", "ModuleType"):
+        known[_id(getattr(types, name))] = ("types", name)
+    known[_id(functools.partial)] = ("functools", "partial")
+    for module_name in ("abc", "collections.abc", "numbers"):
+        module = sys.modules.get(module_name)
+        if module is None:
+            continue
+        for name, value in vars(module).items():
+            if isinstance(value, type) and not name.startswith("_"):
+                known.setdefault(_id(value), (module_name, name))
+    return known
+
+
+_KNOWN_TYPES = _known_types()
+_MethodType = types.MethodType
+_complex_real = complex.__dict__["real"].__get__
+_complex_imag = complex.__dict__["imag"].__get__
+_exc_cause = BaseException.__dict__["__cause__"].__get__
+_STDLIB_NAMES = frozenset(getattr(sys, "stdlib_module_names", ()))
+_LIVE = frozenset(_id(t) for t in (list, dict, set, bytearray, collections.deque,
+                                   collections.defaultdict, collections.Counter,
+                                   collections.OrderedDict))
+_GEN_FLAGS = 0x20 | 0x80 | 0x200  # CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR
+
+
+def _enter(obj: Any) -> Any:
+    return _getattr(_type(obj), "__enter__")(obj)
+
+
+def _exit(obj: Any, *args: Any) -> Any:
+    return _getattr(_type(obj), "__exit__")(obj, *args)
+
+
+_DO: dict[str, Callable[..., Any]] = {
+    "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le,
+    "gt": operator.gt, "ge": operator.ge, "truth": operator.truth, "len": len, "hash": hash,
+    "iter": iter, "contains": operator.contains, "str": str, "repr": repr, "format": format,
+    "getitem": operator.getitem, "setitem": operator.setitem, "delitem": operator.delitem,
+    "neg": operator.neg, "pos": operator.pos, "invert": operator.invert, "abs": abs,
+    "round": round, "int": int, "float": float, "complex": complex, "index": operator.index,
+    "bytes": bytes, "floor": math.floor, "ceil": math.ceil, "trunc": math.trunc,
+    "reversed": reversed, "enter": _enter, "exit": _exit, "delattr": delattr, "dir": dir,
+}
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lshift", "rshift",
+              "and_", "or_", "xor", "matmul"):
+    _DO[_name.rstrip("_")] = getattr(operator, _name)
+    _DO["i" + _name.rstrip("_")] = getattr(operator, "i" + _name.rstrip("_"))
+_DO["divmod"] = divmod
+_BASES = (bool, int, float, complex, str, bytes, list, tuple, dict, set, frozenset)
+_BASE_VALUE: dict[int, Callable[[Any], Any]] = {
+    _id(int): int.__int__, _id(float): float.__float__, _id(complex): lambda v: complex(_complex_real(v), _complex_imag(v)),
+    _id(str): str.__str__, _id(bytes): lambda v: bytes.__getitem__(v, slice(None)),
+    _id(list): list.copy, _id(tuple): lambda v: tuple.__getitem__(v, slice(None)),
+    _id(dict): dict.copy, _id(set): set.copy, _id(frozenset): frozenset.copy,
+}
+_TAGS = {_id(list): "l", _id(tuple): "t", _id(set): "s", _id(frozenset): "fs"}
+_BUILDERS = {"l": list, "t": tuple, "s": set, "fs": frozenset}
+MAX_MIXED = 4096  # items of one container sent item by item (it holds candidate objects)
+MAX_MIXED_DEPTH = 8
+
+
 class _JudgeServer:
     """This process's side of the judge channel (see :mod:`_rpc` for the messages).
 
-    Runs candidate code on the judge's behalf; sends back only plain data, or a handle for any
-    other object (kept here, so the judge can call its methods or pass it back). Candidate code
-    may write on the channel itself: whatever it sends is at most a wrong answer.
+    Runs candidate code on the judge's behalf: calls, attribute reads and writes, and the
+    protocol operations of Python's data model (``do``: ``==``, ``len``, ``iter``, ``+``, ``with``
+    ...), each applied here with the functions bound above, so Python's own dispatch decides
+    (reflected operators included). Sends back plain data, containers of plain data and
+    handles, or a handle for any other object. An object keeps one handle for the whole run
+    (``is`` holds on the judge's side); a class is described once (``type``) so the judge can
+    build its mirror. Candidate code may write on the channel itself: whatever it sends is at
+    most a wrong answer.
     """
 
     def __init__(self, fd: int, ns: dict[str, Any], max_bytes: int = 0) -> None:
@@ -485,6 +601,7 @@ class _JudgeServer:
         self.ns = ns
         self.max_bytes = max_bytes
         self.handles: dict[int, Any] = {}
+        self.keys: dict[int, int] = {}  # id(object) -> its handle (objects are kept alive)
 
     def serve(self) -> None:
         with contextlib.suppress(_Hangup):
@@ -503,71 +620,206 @@ class _JudgeServer:
         except _Hangup:
             raise
         except BaseException as exc:
-            try:
-                text = str(exc)
-            except BaseException:
-                text = ""
-            reply = {"x": _type_name(exc), "msg": str.__getitem__(text, slice(0, MAX_MESSAGE))}
+            reply = self.raised(exc)
         try:
             _rpc_send(self.fd, reply)
         except _RpcErrors:
             raise _Hangup from None
 
+    def raised(self, exc: BaseException, depth: int = 0) -> dict[str, Any]:
+        """An exception as the judge rebuilds it: its class (a handle), args and text."""
+        try:
+            text = _str(exc)
+        except BaseException:
+            text = ""
+        reply: dict[str, Any] = {"x": _type_name(exc),
+                                 "msg": str.__getitem__(text, slice(0, MAX_MESSAGE))}
+        with contextlib.suppress(BaseException):
+            reply["e"] = [self.keep(exc), self.keep(_type(exc))]
+            reply["args"] = _encode_value(_exc_args(exc))
+        cause = _exc_cause(exc)
+        if depth < 3 and cause is not None and _isinstance(cause, BaseException):
+            reply["cause"] = self.raised(cause, depth + 1)
+        return reply
+
+    def keep(self, value: Any) -> int:
+        key = self.keys.get(_id(value))
+        if key is None:
+            if _len(self.handles) >= MAX_HANDLES:
+                raise MemoryError(f"more than {MAX_HANDLES} objects kept for the judge")
+            key = _len(self.handles) + 1
+            self.handles[key] = value
+            self.keys[_id(value)] = key
+        return key
+
     def target(self, ref: Any) -> Any:
-        if type(ref) is list and len(ref) == 2 and ref[0] == "n" and type(ref[1]) is str:
+        if _type(ref) is list and _len(ref) == 2 and ref[0] == "n" and _type(ref[1]) is str:
             if ref[1] in self.ns:
                 return self.ns[ref[1]]
             if hasattr(builtins, ref[1]):
                 return getattr(builtins, ref[1])
             raise NameError(f"name {ref[1]!r} is not defined")
-        if type(ref) is list and len(ref) == 2 and ref[0] == "h" and ref[1] in self.handles:
+        if _type(ref) is list and _len(ref) == 2 and ref[0] == "h" and ref[1] in self.handles:
             return self.handles[ref[1]]
+        if (_type(ref) is list and _len(ref) == 3 and ref[0] == "a" and ref[1] in self.handles
+                and _type(ref[2]) is str):
+            return _getattr(self.handles[ref[1]], ref[2])
         raise ValueError("the judge named an object this process does not hold")
 
-    def argument(self, arg: Any) -> Any:
-        if type(arg) is list and len(arg) == 2:
-            if arg[0] == "v":
-                return _decode_value(arg[1])
-            if arg[0] == "h":
+    def argument(self, arg: Any, depth: int = 0) -> Any:
+        if _type(arg) is list and _len(arg) == 2 and depth <= MAX_MIXED_DEPTH:
+            tag, body = arg
+            if tag == "v":
+                return _decode_value(body)
+            if tag == "h":
                 return self.target(arg)
-            if arg[0] == "c" and type(arg[1]) is int:
-                return self._callback(arg[1])
+            if tag == "c" and _type(body) is int:
+                return self._callback(body)
+            if tag in _BUILDERS and _type(body) is list:
+                return _BUILDERS[tag]([self.argument(a, depth + 1) for a in body])
+            if tag == "d" and _type(body) is list:
+                return {self.argument(p[0], depth + 1): self.argument(p[1], depth + 1)
+                        for p in body}
+            if tag == "sl" and _type(body) is list and _len(body) == 3:
+                return _slice(*[self.argument(a, depth + 1) for a in body])
+            if tag == "bt" and _type(body) is str and _BUILTIN_NAMED.get(body) is not None:
+                return _BUILTIN_NAMED[body]
+            if tag == "rg" and _type(body) is list and _len(body) == 3:
+                return range(*[self.argument(a, depth + 1) for a in body])
         raise ValueError("malformed argument from the judge")
 
-    def result(self, value: Any) -> list[Any]:
+    def result(self, value: Any, depth: int = 0, live: bool = False) -> list[Any]:
+        """``value`` as the judge receives it. With ``live`` (a global or an attribute), a
+        mutable container is a handle: the check sees later changes, as Python's would."""
+        if live and _id(_type(value)) in _LIVE:
+            return ["h", self.keep(value), self.keep(_type(value)), _type_name_of(value), "o"]
         try:
             encoded = _encode_value(value)
         except _ValueTooLarge as exc:  # plain data, over a wire budget: say which
             return ["b", str(exc.args[0])]
         except _NotPlainData:
             encoded = None
+        except RecursionError:
+            encoded = None
         if encoded is not None:
-            if self.max_bytes and len(encoded) > self.max_bytes:
-                return ["b", f"a value of {len(encoded)} bytes (Limits.max_result_bytes is "
+            if self.max_bytes and _len(encoded) > self.max_bytes:
+                return ["b", f"a value of {_len(encoded)} bytes (Limits.max_result_bytes is "
                              f"{self.max_bytes})"]
             return ["v", encoded]
-        if len(self.handles) >= MAX_HANDLES:
-            raise MemoryError(f"more than {MAX_HANDLES} objects kept for the judge")
-        key = len(self.handles) + 1
-        self.handles[key] = value
-        return ["h", key, _type_name_of(value)]
+        kind = _type(value)
+        if depth < MAX_MIXED_DEPTH:  # a builtin container holding candidate objects
+            tag = _TAGS.get(_id(kind))
+            if tag is not None and _len(value) <= MAX_MIXED:
+                return [tag, [self.result(x, depth + 1) for x in value]]
+            if (kind is dict or kind is _MappingProxy) and _len(value) <= MAX_MIXED:
+                return ["d", [[self.result(k, depth + 1), self.result(v, depth + 1)]
+                              for k, v in _list(value.items())]]
+        return ["h", self.keep(value), self.keep(kind), _type_name_of(value),
+                "c" if _isinstance(value, type) else "o"]
+
+    def describe(self, cls: Any) -> dict[str, Any]:
+        """What the judge needs to build a class's mirror (names, bases, slots, fields)."""
+        if _id(cls) in _BUILTIN_TYPES and _BUILTIN_OBJECTS.get(_id(cls)) is cls:
+            return {"b": _BUILTIN_TYPES[_id(cls)]}
+        if _id(cls) in _KNOWN_TYPES:
+            return {"s": _list(_KNOWN_TYPES[_id(cls)])}
+        if not _isinstance(cls, type):
+            raise TypeError("not a class")
+        if not _type_flags(cls) & _HEAPTYPE:  # written in C: no candidate's class
+            return {"c": _str(_type_qualname_get(cls))}
+        own = _type_dict(cls)
+        module, qualname = own.get("__module__"), _type_qualname_get(cls)
+        if (_type(module) is str and str.partition(module, ".")[0] in _STDLIB_NAMES
+                and _type(qualname) is str and "." not in qualname
+                and _getattr(sys.modules.get(module), qualname, None) is cls):
+            return {"s": [module, qualname]}  # a standard-library class (the same object)
+        info: dict[str, Any] = {"n": _str(_type_name_get(cls)), "q": _str(_type_qualname_get(cls))}
+        for key, attr in (("m", "__module__"), ("d", "__doc__")):
+            got = own.get(attr)
+            if _type(got) is str:
+                info[key] = got
+        bases: list[list[Any]] = []
+        for base in _type_bases_get(cls):
+            if _id(base) in _BUILTIN_TYPES and _BUILTIN_OBJECTS.get(_id(base)) is base:
+                bases.append(["b", _BUILTIN_TYPES[_id(base)]])
+            elif _id(base) in _KNOWN_TYPES:
+                bases.append(["s", *_KNOWN_TYPES[_id(base)]])
+            else:
+                bases.append(["h", self.keep(base)])
+        info["bases"] = bases
+        if "__slots__" in own:
+            with contextlib.suppress(BaseException):
+                info["slots"] = _encode_value(own["__slots__"])
+        fields = None
+        for klass in _type_mro_get(cls):
+            fields = _type_dict(klass).get("__dataclass_fields__")
+            if fields is not None:
+                break
+        if _type(fields) is dict:
+            info["fields"] = [self.field(f) for f in _list(fields.values())]
+        return info
+
+    def field(self, f: Any) -> list[Any]:
+        """A dataclass field: name, annotation, default, flags, kind."""
+        annotation = _getattr(f, "type", None)
+        if _id(annotation) in _BUILTIN_TYPES and _BUILTIN_OBJECTS.get(_id(annotation)) is annotation:
+            shown: list[Any] = ["b", _BUILTIN_TYPES[_id(annotation)]]
+        elif _type(annotation) is str:
+            shown = ["s", annotation]
+        else:
+            shown = ["s", _str(_getattr(annotation, "__name__", "")) or _repr(annotation)]
+        default: list[Any] = []
+        value = _getattr(f, "default", None)
+        if _type_name_get(_type(value)) != "_MISSING_TYPE":
+            with contextlib.suppress(BaseException):
+                default = ["v", _encode_value(value)]
+        if not default and _type_name_get(_type(_getattr(f, "default_factory", None))) != "_MISSING_TYPE":
+            default = ["f"]
+        flags = [bool(_getattr(f, flag, True)) for flag in ("init", "repr", "compare")]
+        kind = _str(_getattr(_getattr(f, "_field_type", None), "name", "_FIELD"))
+        return [_str(_getattr(f, "name", "")), shown, default, flags, kind]
 
     def handle(self, message: dict[str, Any]) -> dict[str, Any]:
         op = message["op"]
         if op == "name":
             cpu = message.get("cpu")
-            if type(cpu) is int:  # answer from the judge's CPU: a wake-up there costs half
+            if _type(cpu) is int:  # answer from the judge's CPU: a wake-up there costs half
                 with contextlib.suppress(BaseException):
                     _sched_setaffinity(0, (cpu,))
-            return {"r": self.result(self.target(["n", message.get("n")]))}
+            return {"r": self.result(self.target(["n", message.get("n")]), live=True)}
+        if op == "do":  # a protocol operation on operands the judge names (handles, data)
+            do, raw = _DO.get(_str(message.get("w"))), message.get("a")
+            if do is None or _type(raw) is not list:
+                raise ValueError("the judge asked for an operation this process does not know")
+            return {"r": self.result(do(*[self.argument(a) for a in raw]))}
         target = self.target(message.get("f"))
+        if op == "type":
+            return {"r": self.describe(target)}
         if op == "get":
-            return {"r": self.result(getattr(target, str(message.get("n"))))}
+            name = _str(message.get("n"))
+            value = _getattr(target, name)
+            if (_type(value) is _MethodType and value.__self__ is target
+                    and _type(message.get("f")) is list and message["f"][0] == "h"):
+                # a method of a held object: called by name, not kept (a loop of calls
+                # would otherwise keep one bound method per call)
+                return {"r": ["a", message["f"][1], name, self.keep(_MethodType)]}
+            return {"r": self.result(value, live=True)}
         if op == "set":
-            setattr(target, str(message.get("n")), self.argument(message.get("v")))
+            _setattr(target, _str(message.get("n")), self.argument(message.get("v")))
             return {"r": ["v", _encode_value(None)]}
-        raw_args, raw_kwargs = message.get("a"), message.get("k")
-        if type(raw_args) is not list or type(raw_kwargs) is not list:
+        if op == "del":
+            _delattr(target, _str(message.get("n")))
+            return {"r": ["v", _encode_value(None)]}
+        if op == "base":
+            for klass in _type_mro_get(_type(target)):
+                convert = _BASE_VALUE.get(_id(klass))
+                if convert is not None and _BUILTIN_OBJECTS.get(_id(klass)) is klass:
+                    return {"r": self.result(convert(target))}
+            return {"r": ["n"]}
+        if op == "take":
+            return self.take(target, message.get("n"))
+        raw_args, raw_kwargs = message.get("a"), message.get("k", [])
+        if _type(raw_args) is not list or _type(raw_kwargs) is not list:
             raise ValueError("malformed call from the judge")
         args = [self.argument(a) for a in raw_args]
         kwargs = {str(pair[0]): self.argument(pair[1]) for pair in raw_kwargs}
@@ -579,7 +831,7 @@ class _JudgeServer:
         for position, raw, arg in [*((i, raw_args[i], a) for i, a in enumerate(args)),
                                    *((k, raw_kwargs[n][1], kwargs[k])
                                      for n, k in enumerate(kwargs))]:
-            if raw[0] == "v" and type(arg) in (list, dict, set):
+            if raw[0] == "v" and _type(arg) in (list, dict, set):
                 try:
                     after = _encode_value(arg)
                 except BaseException:
@@ -590,15 +842,30 @@ class _JudgeServer:
             reply["m"] = changed
         return reply
 
+    def take(self, iterator: Any, count: Any) -> dict[str, Any]:
+        """Up to ``count`` items of an iterator; ``end`` when it is exhausted, and the
+        exception it raised after the items it gave, if it raised one."""
+        items: list[Any] = []
+        reply: dict[str, Any] = {}
+        wanted = count if _type(count) is int and 0 < count <= 1024 else 1
+        try:
+            for _ in range(wanted):
+                items.append(self.result(_next(iterator)))
+        except StopIteration:
+            reply["end"] = True
+        except _Hangup:
+            raise
+        except BaseException as exc:
+            reply.update(self.raised(exc))
+        reply["r"] = ["l", items]
+        return reply
+
     def _callback(self, key: int) -> Any:
         server = self
 
         def call_the_judge(*args: Any, **kwargs: Any) -> Any:
-            try:
-                message = {"op": "cb", "c": key, "a": [_encode_value(a) for a in args],
-                           "k": [[str(k), _encode_value(v)] for k, v in kwargs.items()]}
-            except _NotPlainData as exc:
-                raise TypeError(f"a callback of the check takes plain data only, not {exc}") from None
+            message = {"op": "cb", "c": key, "a": [server.result(a) for a in args],
+                       "k": [[_str(k), server.result(v)] for k, v in kwargs.items()]}
             try:
                 _rpc_send(server.fd, message)
                 while True:
@@ -611,10 +878,11 @@ class _JudgeServer:
                 raise _Hangup from None
             if "x" in reply:
                 raise RuntimeError(f"the check's callback raised {reply.get('x')}: {reply.get('msg')}")
-            result = reply.get("r")
-            if type(result) is not list or len(result) != 2 or result[0] != "v":
-                raise RuntimeError("the check's callback returned something that is not plain data")
-            return _decode_value(result[1])
+            try:
+                return server.argument(reply.get("r"))
+            except ValueError:
+                raise RuntimeError("the check's callback returned something this process "
+                                   "cannot receive") from None
 
         return call_the_judge
 
