@@ -20,9 +20,11 @@ from agentenv.grading.plan import (
     _CALL,
     _COMPUTE,
     _EQ,
+    _FORMAT,
     _IN,
     _OP,
     _PRIVATE,
+    _RECV,
     _SAFE_BUILTINS,
     _V,
     CheckPlan,
@@ -36,8 +38,10 @@ from agentenv.grading.values import (
     equal,
     guarded_binop,
     guarded_call,
+    guarded_format,
 )
 from agentenv.sandbox import _schema as schema
+from agentenv.sandbox._stdvalues import Unreadable
 from agentenv.sandbox._wire import DecodeBudget, ValueBudget, decode_value
 from agentenv.tasks.schema import StdioCase
 
@@ -232,12 +236,21 @@ def _judge_trusted(cp: CheckPlan, calls: Mapping[tuple[int, int], Mapping[str, A
                 raise _CallFailed(str(frame[schema.KIND]), str(frame.get(schema.MESSAGE, "object")), j)
             raise _CallFailed(_kind(frame.get(schema.KIND)), str(frame.get(schema.MESSAGE, "")), j)
         try:
-            values[j] = _decode_value(frame[schema.VALUE], budget)
+            received = _decode_value(frame[schema.VALUE], budget)
         except _CallFailed as exc:
             exc.j = j
             raise
         except (ValueError, TypeError, OverflowError, RecursionError, MemoryError):
             raise _CallFailed("malformed", "its result arrived malformed", j) from None
+        # What the check does to the result, from where the child stopped (it applies the
+        # operations only while the result is one of the candidate's objects): here, on the value.
+        steps = frame.get(schema.STEPS, 0)
+        ops = cp.then_code[j] if j < len(cp.then_code) else ()
+        if type(steps) is not int or not 0 <= steps <= len(ops):
+            raise _CallFailed("malformed", "its result arrived malformed", j)
+        for op in ops[steps:]:
+            received = eval(op, namespace, {_RECV: received})
+        values[j] = received
         return values[j]
 
     namespace = {
@@ -245,7 +258,7 @@ def _judge_trusted(cp: CheckPlan, calls: Mapping[tuple[int, int], Mapping[str, A
         _EQ: lambda a, e: equal(equality, a, e, tolerance),
         _IN: lambda a, c: contains(equality, a, c, tolerance),
         _OP: lambda symbol, a, b: guarded_binop(symbol, a, b, _COMPUTE[symbol]),
-        _CALL: guarded_call, _PRIVATE: _private,
+        _CALL: guarded_call, _PRIVATE: _private, _FORMAT: guarded_format,
     }
     assert cp.program is not None
     try:
@@ -268,6 +281,8 @@ def _judge_trusted(cp: CheckPlan, calls: Mapping[tuple[int, int], Mapping[str, A
                         f"{_clip(call, 80)} raised {exc}")
     except BudgetExceeded as exc:
         return _failure(cp, "assertion", f"over the judge's budget: {_clip(str(exc), 300)}")
+    except Unreadable as exc:  # an iterator consumed past what crossed of it
+        return _failure(cp, "assertion", _clip(str(exc), 300))
     except Exception as exc:  # the trusted expression failed on the returned values
         return _failure(cp, "exception", _describe_error(exc))
     if ok:

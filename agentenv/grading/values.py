@@ -28,7 +28,10 @@ import builtins
 import cmath
 import collections
 import math
-from collections.abc import Callable
+import operator
+import string
+from collections.abc import Callable, Mapping
+from fractions import Fraction
 from typing import Any
 
 from agentenv.choices import Equality
@@ -42,6 +45,7 @@ __all__ = [
     "equal",
     "guarded_binop",
     "guarded_call",
+    "guarded_format",
     "python_equal",
     "strict_equal",
 ]
@@ -187,7 +191,9 @@ def contains(mode: str, item: Any, container: Any, tolerance: float | None = Non
     if type(container) in _DICTS:
         container = list(container)
     if type(container) not in (list, tuple, set, frozenset, range, collections.deque):
-        raise TypeError(f"'in' needs a plain container, got {type(container).__name__}")
+        # A standard-library value rebuilt on this side (a generator replaying an iterator's
+        # items, a dict view, a ChainMap, a network...): its own ``in``, standard-library code.
+        return item in container
     if mode == Equality.PYTHON and tolerance is None and type(container) in (set, frozenset):
         try:
             return item in container
@@ -267,14 +273,43 @@ def _repr_into(v: Any, out: list[str], room: list[int], depth: int) -> None:
             else:
                 _repr_into(item, out, room, depth + 1)
         _emit(out, room, close)
+    elif t.__module__ in _REPR_MODULES:  # a standard-library value rebuilt here: its own repr
+        text = repr(v)
+        _emit(out, room, text[: room[0] + 2] + ("…" if len(text) > room[0] + 2 else ""))
     else:
         _emit(out, room, f"<{t.__name__}>")
 
 
+# Modules whose values the wire rebuilds (sandbox._stdvalues): their reprs are standard-library
+# code, bounded by the value's own size.
+_REPR_MODULES = frozenset(("fractions", "decimal", "datetime", "uuid", "ipaddress", "pathlib",
+                           "array", "types", "collections", "builtins", "agentenv.mirror",
+                           "numpy"))
+
+
 # --------------------------------------------------------------------------- computing
 
+def _as_int(value: Any) -> int | None:
+    """``value`` as an int when it is one to Python's operators (an int, a bool, an IntEnum
+    member, a numpy integer: anything with ``__index__``), else None. Values here are rebuilt
+    on this side (builtin and standard-library types), so ``__index__`` is never a candidate's."""
+    if type(value) in (int, bool):
+        return int(value)
+    if type(value) in (str, bytes, float, complex, list, tuple, dict, set, frozenset):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
 def _bits(value: Any) -> int:
-    return abs(value).bit_length() if type(value) in (int, bool) else 0
+    number = _as_int(value)
+    if number is not None:
+        return abs(number).bit_length()
+    if isinstance(value, Fraction):
+        return max(abs(value.numerator).bit_length(), value.denominator.bit_length())
+    return 0
 
 
 def _check_int(bits: int, what: str) -> None:
@@ -290,27 +325,28 @@ def _check_length(n: int, what: str) -> None:
 
 
 def _is_int(v: Any) -> bool:
-    return type(v) in (int, bool)
+    return _as_int(v) is not None
 
 
 def _check_pow(base: Any, exponent: Any, modulus: Any = None) -> None:
-    if not (_is_int(base) and _is_int(exponent)) or exponent <= 1:
+    exponent = _as_int(exponent)
+    if not (_is_int(base) or isinstance(base, Fraction)) or exponent is None or abs(exponent) <= 1:
         return
     if modulus is not None:
         if _bits(exponent) * max(1, _bits(modulus)) > _MAX_POWMOD:
             raise BudgetExceeded("a modular pow this wide is over the judge's budget")
         return
-    if abs(base) > 1:
-        _check_int(max(1, _bits(base) - 1) * exponent, "the power")
+    if _bits(base) > 1:
+        _check_int(max(1, _bits(base) - 1) * abs(exponent), "the power")
 
 
 def _check_mul(a: Any, b: Any) -> None:
     if _is_int(a) and _is_int(b):
         _check_int(_bits(a) + _bits(b), "the product")
     elif _is_int(a) and hasattr(b, "__len__"):
-        _check_length(len(b) * max(0, a), "the repeated sequence")
+        _check_length(len(b) * max(0, _as_int(a) or 0), "the repeated sequence")
     elif _is_int(b) and hasattr(a, "__len__"):
-        _check_length(len(a) * max(0, b), "the repeated sequence")
+        _check_length(len(a) * max(0, _as_int(b) or 0), "the repeated sequence")
 
 
 def _check_mod(a: Any, b: Any) -> None:
@@ -322,8 +358,9 @@ def _check_mod(a: Any, b: Any) -> None:
 
 
 def _check_lshift(a: Any, b: Any) -> None:
-    if _is_int(a) and _is_int(b) and b > 0 and a:
-        _check_int(_bits(a) + b, "the shifted int")
+    shift = _as_int(b)
+    if _is_int(a) and shift is not None and shift > 0 and _as_int(a):
+        _check_int(_bits(a) + shift, "the shifted int")
 
 
 _BINOP_CHECKS: dict[str, Callable[[Any, Any], None]] = {
@@ -403,7 +440,9 @@ def _guard_sum(iterable: Any, /, start: Any = 0) -> Any:
 
 def _guard_hashed(factory: Callable[..., Any]) -> Callable[..., Any]:
     def make(*args: Any, **kwargs: Any) -> Any:
-        if args and not isinstance(args[0], (set, frozenset, dict, range, str, bytes)):
+        if args and isinstance(args[0], Mapping) and not isinstance(args[0], dict):
+            _refuse_collisions(list(args[0]))  # a ChainMap, a mappingproxy: built from its keys
+        elif args and not isinstance(args[0], (set, frozenset, dict, range, str, bytes)):
             items = list(args[0])
             keys = items
             if factory is dict:
@@ -484,14 +523,56 @@ def guarded_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     if guard is not None:
         return guard(*args, **kwargs)
     owner: Any = getattr(fn, "__self__", None)
-    if type(owner) in (str, bytes) and getattr(fn, "__name__", "") in _WIDENING:
+    name = getattr(fn, "__name__", "")
+    if type(owner) in (str, bytes, bytearray) and name in _WIDENING:
+        if name == "join" and args:
+            items = list(args[0])  # materialised once: its length decides the result's
+            total = len(owner) * max(0, len(items) - 1)
+            total += sum(len(x) for x in items if type(x) in (str, bytes, bytearray))
+            if total > MAX_SEQUENCE:
+                raise BudgetExceeded(f"join() would build {total:,} characters; the judge builds "
+                                     f"at most {MAX_SEQUENCE:,} (MAX_SEQUENCE)")
+            return fn(items, *args[1:], **kwargs)
         sizes = [len(owner)]
         for arg in (*args, *kwargs.values()):
             if _is_int(arg):
-                if abs(arg) > _MAX_WIDTH:
+                if abs(_as_int(arg) or 0) > _MAX_WIDTH:
                     raise BudgetExceeded(f"a width or count of {arg}; at most {_MAX_WIDTH} (a budget)")
-            elif type(arg) in (str, bytes):
+            elif type(arg) in (str, bytes, bytearray):
                 sizes.append(len(arg))
         if len(owner) * max(sizes[1:], default=1) > 10 * MAX_SEQUENCE:
             raise BudgetExceeded("the string this builds is over the judge's budget")
+        if name in ("format", "format_map") and type(owner) is str:
+            _check_format_widths(owner)
+    elif name == "to_bytes" and _is_int(owner):
+        length = _as_int(args[0]) if args else _as_int(kwargs.get("length", 1))
+        if length is not None and length > MAX_SEQUENCE:
+            raise BudgetExceeded(f"to_bytes() of {length:,} bytes; the judge builds at most "
+                                 f"{MAX_SEQUENCE:,} (MAX_SEQUENCE)")
     return fn(*args, **kwargs)
+
+
+def _check_format_widths(template: str) -> None:
+    """Refuse a format string (possibly the candidate's) whose widths or precisions would build
+    more than ``_MAX_WIDTH`` characters per field."""
+    try:
+        fields = list(string.Formatter().parse(template))
+    except ValueError:
+        return  # str.format itself will say what is wrong
+    for _text, _field, spec, _conversion in fields:
+        digits = "".join(c if c.isdigit() else " " for c in spec or "").split()
+        if any(len(d) > 6 or int(d) > _MAX_WIDTH for d in digits):
+            raise BudgetExceeded(f"a format width or precision over {_MAX_WIDTH} (a budget)")
+
+
+def guarded_format(value: Any, conversion: int, spec: str) -> str:
+    """An f-string field whose format spec was computed (``f"{x:{w}}"``): the conversion
+    (``!r``, ``!s``, ``!a``), then ``format`` with the spec's widths bounded."""
+    if conversion == ord("r"):
+        value = repr(value)
+    elif conversion == ord("s"):
+        value = str(value)
+    elif conversion == ord("a"):
+        value = ascii(value)
+    _check_format_widths("{:" + str(spec) + "}")
+    return format(value, spec)

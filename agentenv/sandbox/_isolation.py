@@ -58,8 +58,8 @@ __all__ = [
 
 ISOLATION_LEVELS = values(IsolationLevel)  # weakest first
 SANDBOX_DIR = Path(__file__).resolve().parent
-SANDBOX_FILES = ("_worker.py", "_runner.py", "_wire.py", "_schema.py", "_framing.py", "_judge.py",
-                 "_rpc.py", "_cleanup.py")
+SANDBOX_FILES = ("_worker.py", "_runner.py", "_wire.py", "_stdvalues.py", "_schema.py", "_framing.py",
+                 "_judge.py", "_rpc.py", "_cleanup.py")
 INSIDE_DIR = "/opt/agentenv"
 INSIDE_WORKROOT = "/tmp"
 SANDBOX_UID = 65534  # inside the sandbox, and the host uid behind it when the caller is root

@@ -333,7 +333,7 @@ class _Channel:
             return
         if type(original) is not type(new):
             return
-        if type(original) is list:
+        if type(original) is list or type(original) is bytearray:
             original[:] = new
         elif type(original) in (dict, set):
             original.clear()
