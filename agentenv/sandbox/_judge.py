@@ -56,6 +56,7 @@ if _here not in sys.path:
     sys.path.insert(0, _here)
 
 import _rpc  # noqa: E402  (loaded by path inside the sandbox)
+import _stdvalues  # noqa: E402
 import _wire  # noqa: E402
 from _schema import (  # noqa: E402  (the wire schema: keys and kinds, declared once)
     ASSERTION,
@@ -498,6 +499,7 @@ def _verdict(index: int, source: str, ns: dict[str, Any], chan: _Channel,
     chan.begin()
     error: BaseException | None = None
     added: list[str] = []
+    unreadable = _stdvalues.UNREADABLE[0]
     try:
         added = _bind(names, ns, chan, check=True)
         exec(code, ns)
@@ -506,6 +508,10 @@ def _verdict(index: int, source: str, ns: dict[str, Any], chan: _Channel,
     finally:
         for name in added:  # the next check looks them up afresh
             ns.pop(name, None)
+    if _stdvalues.UNREADABLE[0] != unreadable and chan.poisoned is None:
+        # An iterator was consumed past what crossed of it: failed, even if the check caught it.
+        chan.poisoned = (str(error) if isinstance(error, _stdvalues.Unreadable) else
+                         "an iterator the candidate returned was consumed past what crossed of it")
     if chan.broke_now or isinstance(error, _Gone):
         return {**base, KIND: NO_RESULT, MESSAGE: chan.broken or "the candidate is gone"}
     if isinstance(error, _NotPlain) or (error is None and chan.poisoned is not None):

@@ -14,20 +14,36 @@ The parent skips every line that does not start with the run's nonce and stops a
 frame with the nonce that is malformed (everything after it is distrusted); a truncated
 trailing frame (the child was killed mid-write) is dropped.
 
-**Values.** A value crosses the boundary only as *plain data*, with exact types (subclasses
-are refused, so no user ``__eq__``, ``__hash__``, ``__iter__`` or ``__reduce__`` ever runs):
-``None``, ``bool``, ``int``, ``float``, ``complex``, ``str`` (lone surrogates included),
-``bytes``, ``list``, ``tuple``, ``dict``, ``set``, ``frozenset``, and the standard library's
-``collections.Counter``, ``OrderedDict``, ``defaultdict`` (its factory is not sent: it is code)
-and ``deque``. :func:`encode_value` turns one into msgpack bytes (the message's ``v`` field is
-those bytes); msgpack's own types carry ``None``/``bool``/64-bit ints/``float``/``str``/
-``bytes``/``list``/``dict``, and extension types the rest:
+**Values.** A value crosses the boundary only as *data*, rebuilt on the other side as builtin
+and standard-library values (so no user ``__eq__``, ``__hash__``, ``__iter__`` or
+``__reduce__`` ever runs there): ``None``, ``bool``, ``int``, ``float``, ``complex``, ``str``
+(lone surrogates included), ``bytes``, ``list``, ``tuple``, ``dict``, ``set``, ``frozenset``,
+``collections.Counter``, ``OrderedDict``, ``deque``; the standard-library values of
+:mod:`_stdvalues` (``Fraction``, ``Decimal``, ``range``, dict views, dates, namedtuples, enum
+members, a ``defaultdict`` with a builtin factory...); and:
+
+- **iterators** (generators, ``map``, ``filter``, ``zip``, the itertools types...: exactly
+  those types) cross as the items they yield, pulled where they were made until exhausted or
+  ``MAX_PULL_BYTES`` of them are encoded, and are replayed on the other side as a generator
+  that ends as the original did: exhausted, raising the nearest builtin exception the original
+  raised, or, cut short, raising :class:`_stdvalues.Unreadable` (never a list: ``gen() == [1]``
+  stays False, as in Python);
+- **subclasses of builtins** (``class S(str)``, ``class L(list)``...) cross as an exact copy of
+  their base type's content, read with the base type's own methods: the subclass's overrides
+  (a lying ``__eq__``, ``__len__``, ``startswith``) neither run nor cross.
+
+Anything else (an instance of the candidate's own class, a function) is not plain data.
+:func:`encode_value` turns a value into msgpack bytes (the message's ``v`` field is those
+bytes); msgpack's own types carry ``None``/``bool``/64-bit ints/``float``/``str``/``bytes``/
+``list``/``dict``, and extension types the rest:
 
     1 int beyond 64 bits (signed big-endian bytes)   2 tuple   3 set   4 frozenset
     5 complex (two big-endian doubles)               6 typed flat array (below)
-    7 Counter   8 OrderedDict   9 defaultdict        10 deque  (payload: a msgpack map / array)
+    7 Counter   8 OrderedDict   9 defaultdict (old form: no factory)   10 deque (no maxlen)
+    (payload: a msgpack map / array)
     11 records: a list whose nested arrays are all tuples, holding only msgpack scalars
        (a list of pairs or rows: one C call rebuilds it, not one call per tuple)
+    12 a standard-library value or an iterator: ``[kind, parts]`` (see :mod:`_stdvalues`)
 
 A list or tuple of 16 or more items that are all exact ints fitting 32 or 64 bits, or all
 exact floats, goes as one typed array (``array`` module bytes, little-endian): a 100k-int
@@ -44,8 +60,8 @@ amplify their bytes into unbounded memory. Tagged containers nest at most ``MAX_
 recursion limit of the pure-Python decoder). No int is wider than ``MAX_INT_BITS``, and no set
 or dict has keys chosen to collide in the hash table (building it would be quadratic).
 
-Decoding builds builtin and ``collections`` values only: nothing is executed, nothing is looked
-up by name, nothing is unpickled. For the judge: ``encode_value(value) -> bytes`` and
+Decoding builds builtin and standard-library values only: nothing is executed, nothing is
+looked up by a name the data chooses (kinds come from a fixed table), nothing is unpickled. For the judge: ``encode_value(value) -> bytes`` and
 ``decode_value(bytes) -> value`` keep their names; the encoded form is now ``bytes`` (it was a
 JSON-able list), carried in frames as msgpack binary (``encode_frame``/``parse_frames`` handle
 that transparently). A channel that embedded encoded values in JSON messages should frame them
