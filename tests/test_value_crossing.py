@@ -237,8 +237,11 @@ LIARS = [
     ("str_subclass_methods",
      ("assert f().startswith('secret')", "assert f().isupper() and f().endswith('X')",
       "assert 'needle' in f()", "assert f().count('a') == 7", "assert f().lower() == 'abc'",
-      "r = f()\nassert r.startswith('secret')"),
+      "r = f()\nassert r.startswith('secret')", "assert (f() + '').startswith('secret')",
+      "assert f'{f()}'.startswith('secret')", "assert (f() or 'x').endswith('X')"),
      "class S(str):\n    def startswith(self, *a): return True\n    def endswith(self, *a): return True\n"
+     "    def __add__(self, o): return self\n    def __format__(self, spec): return self\n"
+     "    def __bool__(self): return True\n"
      "    def isupper(self): return True\n    def __contains__(self, x): return True\n"
      "    def count(self, *a): return 7\n    def lower(self): return 'abc'\n"
      "def f(*a):\n    return S('-')\n"),
@@ -374,3 +377,59 @@ def test_trusted_side_methods_on_values_are_budgeted() -> None:
         guarded_format(1, -1, "999999999")
     assert guarded_call("-".join, ["a", "b"]) == "a-b"
     assert guarded_format(3.14159, -1, ".2f") == "3.14"
+
+
+# --------------------------------------------------------------------------- numpy
+
+NUMPY = program("numpy_values", """
+import numpy as np
+def col_sums(rows):
+    return np.array(rows).sum(axis=0)
+def mean(xs):
+    return np.mean(xs)
+def eye(n):
+    return np.eye(n, dtype=int)
+def scaled(xs, k):
+    return np.array(xs, dtype=float) * k
+""",
+    "assert mean([1, 2, 3]) == 2.0",
+    "import numpy as np\nassert isinstance(mean([1.0]), np.floating) and isinstance(col_sums([[1]]), np.ndarray)",
+    "assert col_sums([[1, 2], [3, 4]]).tolist() == [4, 6] and col_sums([[1, 2]]).shape == (2,)",
+    "assert eye(2)[1][1] == 1 and eye(3).sum() == 3",
+    "assert eye(2) == [[1, 0], [0, 1]]",  # an array's truth is ambiguous: raises in Python too
+    "assert (scaled([1, 2], 2) == [2.0, 4.0]).all() and scaled([1], 3).dtype == 'float64'",
+    "import numpy as np\nassert np.array_equal(eye(2) @ eye(2), eye(2))",
+    "x = col_sums([[1, 2]])\nassert list(x + 1) == [2, 3]",
+)
+
+
+def test_numpy_values_get_pythons_verdict(pool: SandboxPool) -> None:
+    pytest.importorskip("numpy")
+    plain = plain_verdicts(NUMPY)
+    ours, messages = agentenv_verdicts(NUMPY, pool)
+    assert ours == plain, messages
+
+
+def test_numpy_is_exposed_without_the_rest_of_site_packages(pool: SandboxPool) -> None:
+    """A candidate can import numpy, but what it can read beside it is numpy's own files: not
+    site-packages, where agentenv and benchmark data could be reached."""
+    pytest.importorskip("numpy")
+    code = ("import os, numpy\n"
+            "def beside():\n"
+            "    return sorted(os.listdir(os.path.dirname(os.path.dirname(numpy.__file__))))\n")
+    result = run_tests(code, ["assert set(beside()) <= {'numpy', 'numpy.libs'}"], 10.0, pool=pool)
+    assert result.passed == 1, result.failures
+
+
+def test_numpy_arrays_cannot_make_the_trusted_side_build_huge_results(pool: SandboxPool) -> None:
+    """Broadcasting a column against a row, or a matrix product of candidate-chosen shapes, is
+    sized from the shapes and refused before anything is built on the trusted side."""
+    pytest.importorskip("numpy")
+    code = ("import numpy as np\n"
+            "def col():\n    return np.zeros((100000, 1))\n"
+            "def row():\n    return np.zeros((1, 100000))\n")
+    checks = ["assert (col() + row()).sum() == 0", "assert (col() @ row()).sum() == 0",
+              "assert col().repeat(10 ** 6).sum() == 0", "assert (col() * row().T).all() == 0"]
+    result = run_tests(code, checks, 10.0, pool=pool)
+    assert result.passed == 1, result.failures  # the last one is honest: 100,000 zeros
+    assert all("budget" in f.message for f in result.failures), result.failures

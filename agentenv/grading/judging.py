@@ -13,6 +13,7 @@ returns: an error while judging one check fails that check with the error's mess
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,6 +23,7 @@ from agentenv.grading.plan import (
     _EQ,
     _FORMAT,
     _IN,
+    _NE,
     _OP,
     _PRIVATE,
     _RECV,
@@ -216,6 +218,25 @@ def _decode_value(data: Any, budget: Any) -> Any:
         raise _CallFailed("budget", str(exc)) from None
 
 
+def _array(value: Any) -> bool:
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(value, np.ndarray)
+
+
+def _equal(mode: str, a: Any, e: Any, tolerance: float | None) -> Any:
+    """``a == e`` under the equality mode; with a numpy array on either side (Python mode), the
+    array of comparisons numpy gives, as in Python (``(f() == g).all()``)."""
+    if mode != "strict" and (_array(a) or _array(e)):
+        return a == e
+    return equal(mode, a, e, tolerance)
+
+
+def _not_equal(mode: str, a: Any, e: Any, tolerance: float | None) -> Any:
+    if mode != "strict" and (_array(a) or _array(e)):
+        return a != e
+    return not equal(mode, a, e, tolerance)
+
+
 def _private(name: str) -> Any:
     raise BudgetExceeded(f"the check's trusted part may not use private attributes ({name})")
 
@@ -255,7 +276,8 @@ def _judge_trusted(cp: CheckPlan, calls: Mapping[tuple[int, int], Mapping[str, A
 
     namespace = {
         "__builtins__": _SAFE_BUILTINS, "math": math, _V: value,
-        _EQ: lambda a, e: equal(equality, a, e, tolerance),
+        _EQ: lambda a, e: _equal(equality, a, e, tolerance),
+        _NE: lambda a, e: _not_equal(equality, a, e, tolerance),
         _IN: lambda a, c: contains(equality, a, c, tolerance),
         _OP: lambda symbol, a, b: guarded_binop(symbol, a, b, _COMPUTE[symbol]),
         _CALL: guarded_call, _PRIVATE: _private, _FORMAT: guarded_format,

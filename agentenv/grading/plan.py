@@ -44,7 +44,7 @@ _SCOPED = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp
 
 _V, _EQ, _IN = "_agentenv_value", "_agentenv_equal", "_agentenv_contains"
 _OP, _CALL, _PRIVATE = "_agentenv_op", "_agentenv_call", "_agentenv_private"
-_RECV, _FORMAT = "_agentenv_recv", "_agentenv_format"
+_RECV, _FORMAT, _NE = "_agentenv_recv", "_agentenv_format", "_agentenv_not_equal"
 _OPERATORS: dict[type[ast.operator], tuple[str, Any]] = {
     ast.Add: ("+", operator.add), ast.Sub: ("-", operator.sub), ast.Mult: ("*", operator.mul),
     ast.Div: ("/", operator.truediv), ast.FloorDiv: ("//", operator.floordiv),
@@ -227,6 +227,12 @@ class _Decomposer(ast.NodeTransformer):
             if chained is not None:
                 return chained
         if isinstance(node, ast.Call) and self.untrusted(node.func):
+            if (isinstance(node.func, ast.Attribute) and not node.func.attr.startswith("__")
+                    and not isinstance(node.func.value, (ast.Call, ast.Attribute, ast.Subscript,
+                                                         ast.Name))):
+                # ``(f(x) + y).strip()``: a method of a value computed here, from the calls'
+                # values; it runs here too, never in the child on the candidate's say-so.
+                return self.generic_visit(node)
             return self.ship(node, [])
         if isinstance(node, ast.Name):
             self.ok = False  # a bare untrusted name (a variable, a function object)
@@ -292,13 +298,15 @@ class _StrictComparisons(ast.NodeTransformer):
         parts: list[ast.expr] = []
         for op, left, right in zip(node.ops, operands, operands[1:], strict=False):
             part: ast.expr
-            if isinstance(op, (ast.Eq, ast.NotEq)):
+            if isinstance(op, ast.Eq):
                 part = ast.Call(ast.Name(_EQ, ast.Load()), [left, right], [])
+            elif isinstance(op, ast.NotEq):  # its own call: an array's != is an array
+                part = ast.Call(ast.Name(_NE, ast.Load()), [left, right], [])
             elif isinstance(op, (ast.In, ast.NotIn)):
                 part = ast.Call(ast.Name(_IN, ast.Load()), [left, right], [])
             else:
                 part = ast.Compare(left, [op], [right])
-            if isinstance(op, (ast.NotEq, ast.NotIn)):
+            if isinstance(op, ast.NotIn):
                 part = ast.UnaryOp(ast.Not(), part)
             parts.append(part)
         result = parts[0] if len(parts) == 1 else ast.BoolOp(ast.And(), parts)
@@ -322,7 +330,7 @@ class _Budgeted(ast.NodeTransformer):
 
     def visit_Call(self, node: ast.Call) -> Any:
         self.generic_visit(node)
-        if isinstance(node.func, ast.Name) and node.func.id in (_V, _EQ, _IN):
+        if isinstance(node.func, ast.Name) and node.func.id in (_V, _EQ, _NE, _IN):
             return node
         call = ast.Call(ast.Name(_CALL, ast.Load()), [node.func, *node.args], node.keywords)
         return ast.copy_location(call, node)

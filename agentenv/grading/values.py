@@ -30,6 +30,7 @@ import collections
 import math
 import operator
 import string
+import sys
 from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import Any
@@ -84,9 +85,13 @@ def python_equal(actual: Any, expected: Any, tolerance: float | None = None) -> 
 
 def _plain_equal(actual: Any, expected: Any) -> bool:
     result = actual == expected
-    if type(result) is not bool:  # pragma: no cover - plain data always answers a bool
-        return False
-    return result
+    if type(result) is bool:
+        return result
+    if type(result).__module__ == "numpy":
+        # A numpy bool, or an array of them: Python's ``assert`` takes its truth (an array of
+        # more than one element raises ValueError, as it does there).
+        return bool(result)
+    return False  # pragma: no cover - rebuilt values always answer a bool
 
 
 def _close(a: Any, e: Any, tol: float, depth: int) -> bool:
@@ -370,10 +375,59 @@ _BINOP_CHECKS: dict[str, Callable[[Any, Any], None]] = {
 
 def guarded_binop(op: str, a: Any, b: Any, compute: Callable[[Any, Any], Any]) -> Any:
     """``compute(a, b)`` for the operator ``op``, refused first when its result would pass a budget."""
-    check = _BINOP_CHECKS.get(op)
-    if check is not None:
-        check(a, b)
+    np = sys.modules.get("numpy")
+    if np is not None and (isinstance(a, np.ndarray) or isinstance(b, np.ndarray)):
+        _check_numpy_binop(np, op, a, b)
+    else:
+        check = _BINOP_CHECKS.get(op)
+        if check is not None:
+            check(a, b)
     return compute(a, b)
+
+
+def _check_numpy_binop(np: Any, op: str, a: Any, b: Any) -> None:
+    """Broadcasting (``column + row``) and ``@`` build results far larger than their operands:
+    their sizes are computed from the shapes before anything is built."""
+    try:
+        sa, sb = np.shape(a), np.shape(b)
+        if op == "@" and len(sa) >= 1 and len(sb) >= 1:
+            outer = math.prod(np.broadcast_shapes(sa[:-2], sb[:-2]))
+            rows = sa[-2] if len(sa) >= 2 else 1
+            cols = sb[-1] if len(sb) >= 2 else 1
+            size, work = outer * rows * cols, outer * rows * cols * sa[-1]
+        else:
+            size = math.prod(np.broadcast_shapes(sa, sb))
+            work = size
+    except ValueError:
+        return  # shapes that do not combine: numpy itself will say so
+    _check_length(size, "the array")
+    _check_length(work // 10, "the matrix product's work")
+
+
+# numpy methods that build nothing larger than the array they are called on (the rest are
+# refused on the trusted side: a check that needs them runs in the judge process).
+_NUMPY_METHODS = frozenset((
+    "tolist", "item", "sum", "mean", "min", "max", "all", "any", "argmax", "argmin", "argsort",
+    "sort", "copy", "flatten", "ravel", "reshape", "transpose", "round", "cumsum", "cumprod",
+    "prod", "std", "var", "nonzero", "clip", "squeeze", "tobytes", "swapaxes", "conj",
+    "diagonal", "trace", "searchsorted", "astype", "dot", "view", "is_integer", "as_integer_ratio",
+    "count", "index",
+))
+
+
+def _check_numpy_method(np: Any, owner: Any, name: str, args: tuple[Any, ...]) -> None:
+    if name not in _NUMPY_METHODS:
+        raise BudgetExceeded(f"numpy's {name}() is not evaluated on the trusted side (it can "
+                             f"build more than the value holds); write the check as statements, "
+                             f"which run in the judge process")
+    if name == "dot" and args:
+        _check_numpy_binop(np, "@", owner, args[0])
+    if name == "astype" and args:
+        try:
+            itemsize = np.dtype(args[0]).itemsize
+        except TypeError:
+            return
+        _check_length(getattr(owner, "size", 1) * max(itemsize, 1) // 8, "the converted array")
 
 
 def _guard_range(*args: Any) -> range:
@@ -524,7 +578,10 @@ def guarded_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         return guard(*args, **kwargs)
     owner: Any = getattr(fn, "__self__", None)
     name = getattr(fn, "__name__", "")
-    if type(owner) in (str, bytes, bytearray) and name in _WIDENING:
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(owner, (np.ndarray, np.generic)):
+        _check_numpy_method(np, owner, name, args)
+    elif type(owner) in (str, bytes, bytearray) and name in _WIDENING:
         if name == "join" and args:
             items = list(args[0])  # materialised once: its length decides the result's
             total = len(owner) * max(0, len(items) - 1)

@@ -43,6 +43,7 @@ import fractions
 import ipaddress
 import keyword
 import pathlib
+import sys as _sys
 import types
 import uuid
 from typing import Any
@@ -85,7 +86,6 @@ _mro = type.__dict__["__mro__"].__get__
 _type_name = type.__dict__["__name__"].__get__
 _type_qualname = type.__dict__["__qualname__"].__get__
 _tuple_iter, _tuple_len = tuple.__iter__, tuple.__len__
-_np: Any = None  # numpy, once importable (looked up only when a value's type is numpy's)
 
 
 def _iterator_types() -> frozenset[type]:
@@ -158,11 +158,8 @@ def _replay(items: list[Any], end: Any) -> Any:
 
 
 def _numpy() -> Any:
-    global _np
-    if _np is None:
-        import sys
-        _np = sys.modules.get("numpy") or False
-    return _np
+    """numpy if this process imported it (a value of its types can only exist then)."""
+    return _sys.modules.get("numpy")
 
 
 # --------------------------------------------------------------------------- describing
@@ -187,7 +184,7 @@ def _describe(value: Any) -> tuple[str, list[Any]] | None:
     if tuple in mro:
         return _describe_namedtuple(value, t)
     np = _numpy()
-    if np and (t is np.ndarray or np.generic in mro):
+    if np is not None and (t is np.ndarray or np.generic in mro):
         return _describe_numpy(np, value, t)
     return None
 
