@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 
-COMPUTE_INT_BITS = 1 << 18  # widest int an expression may compute (twice the wire's MAX_INT_BITS)
+COMPUTE_INT_BITS = 1 << 19  # widest int an expression may compute (twice the wire's MAX_INT_BITS)
 MAX_SEQUENCE = 10_000_000  # longest str/bytes/list/range an expression may build
 _MAX_POWMOD = 1 << 24  # bits(exponent) * bits(modulus) of a three-argument pow
 _MAX_WIDTH = 100_000  # a format width taken from a value

@@ -230,9 +230,10 @@ def _run_calls(index: int, calls: list[str], ns: dict[str, Any], chan: _Channel,
         chan.send({**head, **frame})
 
 
-# Exact builtin values too big to cross (a 139k-bit int): their own methods cannot lie, so the
-# check's operations on them (``.bit_length()``) may run here.
-_EXACT = (int, str, bytes, list, tuple, dict, set, frozenset)
+# Exact builtin scalars too big to cross (a 300k-bit int, a 20 MB str): their own methods cannot
+# lie, so the check's operations on them (``.bit_length()``, ``.count("a")``) may run here. Not
+# containers: their methods compare elements, and an element's ``__eq__`` is the candidate's.
+_EXACT = (int, str, bytes)
 
 
 def _value_frame(value: Any, max_bytes: int) -> dict[str, Any]:

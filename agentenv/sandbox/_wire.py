@@ -97,9 +97,9 @@ __all__ = [
     "unpack_message",
 ]
 
-MAX_DEPTH = 64  # nesting depth of tagged containers (tuple, set, ...), and of the encoder's walk
-MAX_INT_BITS = 1 << 17  # 131,072 bits, about 39,000 decimal digits
-MAX_ITEMS = 1 << 21  # 2,097,152 objects in one value (elements and containers, all levels)
+MAX_DEPTH = 200  # nesting depth of tagged containers (tuple, set, ...), and of the encoder's walk
+MAX_INT_BITS = 1 << 18  # 262,144 bits, about 79,000 decimal digits
+MAX_ITEMS = 1 << 22  # 4,194,304 objects in one value (elements and containers, all levels)
 TYPED_MIN = 16  # shortest list sent as a typed array (below it the header costs more than it saves)
 _COLLIDE_MIN = 64  # sets/dicts at least this big get their key hashes checked
 
@@ -828,10 +828,20 @@ def decode_value_pure(data: bytes, budget: DecodeBudget | None = None) -> Any:
     """:func:`decode_value` with the standard library only (what the sandboxed side can use)."""
     if type(data) is not bytes:
         raise ValueError("malformed value: expected bytes")
+    # A few frames per level: MAX_DEPTH levels need more than the default limit allows.
+    limit = sys.getrecursionlimit()
+    if limit < _DECODE_RECURSION:
+        sys.setrecursionlimit(_DECODE_RECURSION)
     try:
         return _Reader(data, budget or DecodeBudget()).whole()
     except RecursionError:
         raise ValueBudget("the value nests deeper than this decoder's recursion allows") from None
+    finally:
+        if limit < _DECODE_RECURSION:
+            sys.setrecursionlimit(limit)
+
+
+_DECODE_RECURSION = 8 * MAX_DEPTH + 1000
 
 
 _fast_decode: Any = None
