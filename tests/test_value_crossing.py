@@ -24,7 +24,7 @@ from support.attacks import strict_pool
 
 from agentenv.grading import run_tests
 from agentenv.grading.values import BudgetExceeded, guarded_call, guarded_format
-from agentenv.sandbox import SandboxPool, _wire
+from agentenv.sandbox import SandboxPool, _stdvalues, _wire
 from agentenv.sandbox._stdvalues import Unreadable
 
 
@@ -433,3 +433,17 @@ def test_numpy_arrays_cannot_make_the_trusted_side_build_huge_results(pool: Sand
     result = run_tests(code, checks, 10.0, pool=pool)
     assert result.passed == 1, result.failures  # the last one is honest: 100,000 zeros
     assert all("budget" in f.message for f in result.failures), result.failures
+
+
+def test_forged_values_cannot_make_decoding_dear() -> None:
+    """Keys chosen to collide in a dict view, and many distinct mirror classes (an enum or a
+    namedtuple class is made per kind of member): refused by the decode budget, quickly."""
+    colliding = {1 + i * ((1 << 61) - 1): None for i in range(20_000)}.keys()
+    enums = [enum.Enum(f"E{i}", [(f"A{j}", j) for j in range(500)]).A1 for i in range(40)]
+    records = [collections.namedtuple(f"N{i}", "a b")(1, 2) for i in range(3000)]
+    for value in (colliding, enums, records):
+        data = _wire.encode_value(value)
+        for decode in (_wire.decode_value, _wire.decode_value_pure):
+            _stdvalues._CLASSES.clear()  # classes made once are cached: cheap the second time
+            with pytest.raises(_wire.ValueBudget):
+                decode(data)

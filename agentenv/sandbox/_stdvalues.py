@@ -50,7 +50,9 @@ from typing import Any
 
 __all__ = ["ITERATOR_TYPES", "MAX_MEMBERS", "Unreadable", "describe", "exception_name", "rebuild"]
 
-MAX_MEMBERS = 4096  # members of one enum class, fields of one namedtuple
+MAX_MEMBERS = 512  # members of one enum class, fields of one namedtuple
+_CLASS_COST = 1000  # budget units a new mirror class costs (~100 us), and per enum member below
+_MEMBER_COST = 256
 MAX_DECIMAL_EXPONENT = 80_000  # |adjusted exponent| of a Decimal (int() of it stays cheap)
 _MAX_CLASSES = 512  # mirror classes cached per process
 
@@ -286,7 +288,7 @@ def _ints(parts: list[Any], n: int, what: str) -> None:
     _need(len(parts) == n and all(type(p) is int for p in parts), what)
 
 
-def _rebuild_enum(parts: list[Any]) -> Any:
+def _rebuild_enum(parts: list[Any], budget: Any) -> Any:
     _need(len(parts) == 5, "enum")
     kind, mixin, name, members, value = parts
     _need(kind in _ENUM_KINDS and mixin in ("", *_MIXINS) and type(name) is str
@@ -296,9 +298,11 @@ def _rebuild_enum(parts: list[Any]) -> Any:
         _need(type(pair) is list and len(pair) == 2 and type(pair[0]) is str
               and pair[0].isidentifier() and not pair[0].startswith("_"), "enum member")
         pairs.append((pair[0], pair[1]))
+    _NO_COLLISIONS[0]([v for _, v in pairs if v.__hash__ is not None])
     key = (kind, mixin, name, repr(pairs))
     cls = _CLASSES.get(key)
     if cls is None:
+        budget.spend(_CLASS_COST + _MEMBER_COST * len(pairs))  # making a class is dear
         options: dict[str, Any] = {"module": "agentenv.mirror", "qualname": name[:200]}
         if mixin:
             options["type"] = _MIXINS[mixin]
@@ -313,7 +317,7 @@ def _rebuild_enum(parts: list[Any]) -> Any:
         raise ValueError("malformed enum member") from None
 
 
-def _rebuild_namedtuple(parts: list[Any]) -> Any:
+def _rebuild_namedtuple(parts: list[Any], budget: Any) -> Any:
     _need(len(parts) == 3 and type(parts[1]) is list and type(parts[2]) is list
           and len(parts[1]) == len(parts[2]) <= MAX_MEMBERS
           and all(_identifier(f) for f in (parts[0], *parts[1]))
@@ -321,6 +325,7 @@ def _rebuild_namedtuple(parts: list[Any]) -> Any:
     key = ("namedtuple", parts[0], tuple(parts[1]))
     made: Any = _CLASSES.get(key)
     if made is None:
+        budget.spend(_CLASS_COST + _MEMBER_COST * len(parts[1]))
         made = collections.namedtuple(parts[0], parts[1], module="agentenv.mirror")  # type: ignore[misc,no-redef]
         _remember(key, made)
     return tuple.__new__(made, parts[2])
@@ -457,6 +462,7 @@ def _budget(message: str) -> Exception:
 
 
 _BUDGET_ERROR: list[Any] = [None]  # _wire sets its ValueBudget here
+_NO_COLLISIONS: list[Any] = [lambda keys: None]  # _wire sets its hash-collision check here
 
 
 def rebuild(kind: Any, parts: Any, budget: Any) -> Any:
@@ -478,10 +484,12 @@ def rebuild(kind: Any, parts: Any, budget: Any) -> Any:
     if kind in ("keys", "values", "items"):
         _need(len(parts) == 1 and type(parts[0]) is list, kind)
         if kind == "keys":
+            _NO_COLLISIONS[0](parts[0])
             return _checked(kind, dict.fromkeys, parts[0]).keys()
         if kind == "values":
             return dict(enumerate(parts[0])).values()
         _need(all(type(p) is tuple and len(p) == 2 for p in parts[0]), kind)
+        _NO_COLLISIONS[0]([p[0] for p in parts[0]])
         return _checked(kind, dict, parts[0]).items()
     if kind in ("bytearray", "memoryview"):
         _need(len(parts) == 1 and type(parts[0]) is bytes, kind)
@@ -523,7 +531,7 @@ def rebuild(kind: Any, parts: Any, budget: Any) -> Any:
         return _checked(kind, cls, parts[1])
     if kind == "namespace":
         _need(len(parts) == 1 and type(parts[0]) is dict
-              and all(type(k) is str for k in parts[0]), kind)
+              and all(type(k) is str for k in parts[0]), kind)  # a decoded dict: keys checked
         return _Namespace(**parts[0])
     if kind == "mappingproxy":
         _need(len(parts) == 1 and type(parts[0]) is dict, kind)
@@ -531,9 +539,9 @@ def rebuild(kind: Any, parts: Any, budget: Any) -> Any:
     if kind == "array":
         return _rebuild_array(parts)
     if kind == "enum":
-        return _rebuild_enum(parts)
+        return _rebuild_enum(parts, budget)
     if kind == "namedtuple":
-        return _rebuild_namedtuple(parts)
+        return _rebuild_namedtuple(parts, budget)
     if kind in ("ndarray", "npscalar"):
         return _rebuild_numpy(parts, kind)
     raise ValueError(f"unknown standard-library value {kind[:40]!r}")

@@ -542,6 +542,9 @@ def _no_collisions(keys: Any) -> None:
         raise ValueBudget("the value's set members or dict keys collide in the hash table")
 
 
+_stdvalues._NO_COLLISIONS[0] = _no_collisions
+
+
 def _build_map(kind: Any, pairs: Any) -> Any:
     if kind is _defaultdict:
         out: Any = _defaultdict()
