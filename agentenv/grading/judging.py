@@ -2,8 +2,11 @@
 
 :func:`judge` decides every verdict on the trusted side, in a process where no candidate code
 ran: a decomposed assertion is evaluated here on the values the child returned (rebuilt by
-:func:`agentenv.sandbox._wire.decode_value`), restricted to trusted builtins and compared and
-computed on under the budgets of :mod:`agentenv.grading.values`; a stdio case's output is
+:func:`agentenv.sandbox._wire.decode_value` as builtin and standard-library values), with the
+check's operations on each value (methods, attributes, subscripts: the plan's ``then``) applied
+here from where the child stopped, restricted to trusted builtins and compared and computed on
+under the budgets of :mod:`agentenv.grading.values` (a numpy array's ``==`` is numpy's array,
+as in Python); a stdio case's output is
 compared here with the expected output, which never left this process; a judge-process check's
 verdict is read from the judge process's own frames, never from the candidate's. Frame keys and
 kinds come from :mod:`agentenv.sandbox._schema`. Whatever the frames hold, :func:`judge`

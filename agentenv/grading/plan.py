@@ -2,7 +2,10 @@
 
 :func:`plan_checks` turns a task's checks into a :class:`Plan`: for each check its mode
 (``trusted``: an ``assert`` decomposed with :mod:`ast` into the calls into the candidate it
-makes; ``stdio``; ``judge``: anything else, run by the judge process), the job items the
+makes, each shipped alone: what the check then does with a call's result (``f(x).strip()``,
+``top(3)[0]``, ``make().attr``) is a list of operations the trusted side applies to the value
+once it has crossed, and the child applies only while the result is one of the candidate's
+objects, which cannot cross; ``stdio``; ``judge``: anything else, run by the judge process), the job items the
 candidate's process is sent (keys from :mod:`agentenv.sandbox._schema`) and the checks the
 judge process runs. How the three modes are graded is told in :mod:`agentenv.grading`; the
 verdicts themselves are made in :mod:`agentenv.grading.judging`, which evaluates the rewritten

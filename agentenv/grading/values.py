@@ -15,8 +15,12 @@ What it owns, for :mod:`agentenv.grading.judging`:
   cost or result can grow beyond the size of their operands (``**``, ``*``, ``<<``, ``pow``,
   ``range``, ``math.factorial``...) are refused *before* they run when the result would pass
   a budget, so a check like ``isqrt(x) ** 2 == x`` or ``2 ** f() == 8`` costs this process
-  bounded time and memory whatever ``f`` returned. A refusal raises :class:`BudgetExceeded`,
-  which the judge turns into a failed check naming the limit.
+  bounded time and memory whatever ``f`` returned. Methods a check calls on a returned value
+  run here too, so they are guarded the same way: ``str.join``, widths in ``str.format``
+  templates and computed f-string specs, ``int.to_bytes``; numpy broadcasting and ``@`` are
+  sized from the shapes first, and only numpy methods that build nothing larger than their
+  array run here. A refusal raises :class:`BudgetExceeded`, which the judge turns into a failed
+  check naming the limit.
 
 Not here: the wire format and its decoding budgets (``sandbox._wire``), and deciding what a
 check computes (``grading.plan``).

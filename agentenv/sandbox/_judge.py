@@ -13,7 +13,8 @@ sees this job: not the checks, not their expected values, not the setup as the j
 builtins and standard library. Every free global name that neither the setup nor the check
 binds, that is not a builtin and not a standard-library module, is looked up in the
 candidate's namespace when the check starts: ``G`` answers with plain data (a copy, rebuilt by
-:func:`_wire.decode_value`: only builtin values are ever constructed here) or a handle to the
+:func:`_wire.decode_value`: only builtin and standard-library values are ever constructed
+here; an iterator consumed past what crossed of it fails the check, even if it caught that) or a handle to the
 object, which it keeps. A handle is a :class:`Remote`: calling it, or reading or setting an
 attribute of it, is one more request, answered the same way. A ``Remote`` cannot be compared,
 hashed, iterated or truth-tested: a candidate that returns anything but plain data fails the

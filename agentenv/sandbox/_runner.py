@@ -9,9 +9,12 @@ A job is JSON: ``{"nonce", "code", "setup", "prelude", "items", "limits"}``. Eac
 for one check (the plan comes from :mod:`agentenv.grading.plan`; keys and kinds of items and of
 the frames sent back are declared in :mod:`_schema`):
 
-- ``{"i", "k": "calls", "calls": [src, ...]}``: evaluate each call expression in the candidate's
-  namespace and send back its *value* as plain data (never a verdict; expected values are not in
-  the job);
+- ``{"i", "k": "calls", "calls": [src, ...], "then": [[op, ...], ...]}``: evaluate each call
+  expression in the candidate's namespace and send back its *value* as data (never a verdict;
+  expected values are not in the job). A call's ``then`` operations (what the check does with
+  its result) are applied here only while the result cannot cross (an object of the
+  candidate's: ``Solution()`` before ``.solve(...)``), or is an exact int/str/bytes over a
+  budget; the frame says how many were applied, and the trusted side applies the rest;
 - ``{"i", "k": "stdio", "stdin"}``: run the candidate as a program in a forked process with that
   stdin and send back what it wrote to fd 1.
 
