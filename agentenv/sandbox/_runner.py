@@ -99,6 +99,7 @@ _run_exitfuncs = atexit._run_exitfuncs
 _clear_exitfuncs = atexit._clear
 _eval = eval
 _encode_value = _wire.encode_value
+_is_value = _wire.is_value
 _decode_value = _wire.decode_value
 _encode_frame = _wire.encode_frame
 _NotPlainData = _wire.NotPlainData
@@ -218,8 +219,9 @@ def _run_calls(index: int, calls: list[str], ns: dict[str, Any], chan: _Channel,
         steps = 0
         while True:
             frame = _value_frame(value, max_bytes)
-            if steps >= len(ops) or not (frame.get(KIND) == NOT_PLAIN or (
-                    frame.get(KIND) == OVER_BUDGET and type(value) in _EXACT)):
+            if steps >= len(ops) or not (
+                    (frame.get(KIND) == NOT_PLAIN and not _is_value(value))
+                    or (frame.get(KIND) == OVER_BUDGET and type(value) in _EXACT)):
                 break
             try:
                 compiled = _compile(ops[steps], f"<check {index}>", "eval", dont_inherit=True)

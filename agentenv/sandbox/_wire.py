@@ -92,6 +92,7 @@ __all__ = [
     "decode_value",
     "encode_frame",
     "encode_value",
+    "is_value",
     "pack_message",
     "parse_frames",
     "unpack_message",
@@ -320,6 +321,22 @@ def _pack_other(buf: bytearray, v: Any, t: type, depth: int, budget: list[int]) 
     if base is _NONE:
         raise NotPlainData(_type_label(v))
     _pack(buf, base, depth, budget)
+
+
+_VALUE_BASES = (int, float, complex, str, bytes, bytearray, list, tuple, dict, set, frozenset,
+                _deque, memoryview, range)
+
+
+def is_value(value: Any) -> bool:
+    """Whether ``value`` is (or claims by its class structure to be) a value: a builtin, a
+    subclass of one, an iterator or a standard-library value. A value that fails to encode (a
+    list holding an object) is still one: the check's operations on it must not run where the
+    candidate's overrides of them would answer (see ``_runner``)."""
+    t = type(value)
+    if t in _ITERATORS:
+        return True
+    mro = _mro(t)
+    return any(base in mro for base in _VALUE_BASES) or _describe(value) is not None
 
 
 def _base_copy(v: Any, t: type) -> Any:
