@@ -253,7 +253,8 @@ LIARS = [
      "    def __iter__(self): return iter([1, 2, 4, 5, 9])\n"
      "def f(*a):\n    return L()\n"),
     ("subclass_that_cannot_cross",  # a list holding an object: its lying methods stay home
-     ("assert f().index(9) == 2", "assert f().count(1) == 3", "assert len(f().copy()) == 5"),
+     ("assert f().index(9) == 2", "assert f().count(1) == 3", "assert len(f().copy()) == 5",
+      "r = f()\nassert r.index(9) == 2"),
      "class L(list):\n    def index(self, *a): return 2\n    def count(self, *a): return 3\n"
      "    def copy(self): return [0] * 5\n"
      "def f(*a):\n    return L([object()])\n"),

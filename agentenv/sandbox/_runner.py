@@ -443,7 +443,10 @@ class _JudgeServer:
             encoded = _encode_value(value)
         except _ValueTooLarge as exc:  # plain data, over a wire budget: say which
             return ["b", str(exc.args[0])]
-        except _NotPlainData:
+        except _NotPlainData as exc:
+            if _is_value(value):  # a value holding an object: no handle, its methods may lie
+                return ["b", f"a {_type_name_of(value)} that holds something that is not plain "
+                             f"data ({exc.args[0] if exc.args else 'an object'})"]
             encoded = None
         if encoded is not None:
             if self.max_bytes and len(encoded) > self.max_bytes:
