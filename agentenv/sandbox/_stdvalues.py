@@ -22,7 +22,7 @@ fixed list (``int``, ``list``, ``set``, ``dict``, ``str``, ``float``, ``tuple``,
 ``bool``, ``bytes``, ``complex``, ``Counter``, ``OrderedDict``, ``deque``; any other factory
 makes a read at a missing key fail, saying why), ``datetime`` dates, times, datetimes,
 timedeltas and fixed-offset timezones, ``uuid.UUID``, ``ipaddress`` addresses, networks and
-interfaces, ``pathlib`` paths, ``array.array``, ``types.SimpleNamespace`` and
+interfaces, ``pathlib`` paths (as their pure forms), ``array.array``, ``types.SimpleNamespace`` and
 ``MappingProxyType``; namedtuple instances (a namedtuple class with the same name and fields
 is made on the receiving side, so ``.x`` works and ``==`` with a tuple holds) and enum members
 (a mirror enum class with the same name, kind and members: ``IntEnum``/``IntFlag``/``StrEnum``
@@ -36,16 +36,12 @@ from __future__ import annotations
 import array
 import builtins
 import collections
+import contextlib
 import datetime
-import decimal
 import enum
-import fractions
-import ipaddress
 import keyword
-import pathlib
 import sys as _sys
 import types
-import uuid
 from typing import Any
 
 __all__ = ["ITERATOR_TYPES", "MAX_MEMBERS", "Unreadable", "describe", "exception_name", "rebuild"]
@@ -56,12 +52,10 @@ _MEMBER_COST = 256
 MAX_DECIMAL_EXPONENT = 80_000  # |adjusted exponent| of a Decimal (int() of it stays cheap)
 _MAX_CLASSES = 512  # mirror classes cached per process
 
-_Fraction, _Decimal = fractions.Fraction, decimal.Decimal
 _ChainMap, _deque, _defaultdict = collections.ChainMap, collections.deque, collections.defaultdict
 _Counter, _OrderedDict = collections.Counter, collections.OrderedDict
 _date, _datetime, _time = datetime.date, datetime.datetime, datetime.time
 _timedelta, _timezone = datetime.timedelta, datetime.timezone
-_UUID = uuid.UUID
 _Namespace, _Proxy = types.SimpleNamespace, types.MappingProxyType
 _array = array.array
 _Enum, _Flag = enum.Enum, enum.Flag
@@ -71,11 +65,21 @@ if hasattr(enum, "StrEnum"):
     _ENUM_KINDS["StrEnum"] = enum.StrEnum
 _ENUM_ORDER = ("IntFlag", "IntEnum", "StrEnum", "Flag", "Enum")  # most specific first
 _MIXINS: dict[str, type] = {"int": int, "str": str, "float": float, "bytes": bytes}
-_IP = {cls.__name__: cls for cls in (ipaddress.IPv4Address, ipaddress.IPv6Address,
-                                     ipaddress.IPv4Network, ipaddress.IPv6Network,
-                                     ipaddress.IPv4Interface, ipaddress.IPv6Interface)}
-_PATHS = {cls.__name__: cls for cls in (pathlib.PurePosixPath, pathlib.PureWindowsPath,
-                                        pathlib.PosixPath, pathlib.WindowsPath)}
+_IP = ("IPv4Address", "IPv6Address", "IPv4Network", "IPv6Network", "IPv4Interface",
+       "IPv6Interface")
+# Concrete paths are rebuilt as their pure forms: a path is a value; what is at it on the
+# judging side's file system is not the candidate's.
+_PATHS = {"PurePosixPath": "PurePosixPath", "PureWindowsPath": "PureWindowsPath",
+          "PosixPath": "PurePosixPath", "WindowsPath": "PureWindowsPath"}
+
+
+def _mod(name: str) -> Any:
+    """A standard-library module the rebuilding side needs, imported on first use (fractions,
+    decimal, uuid, ipaddress and pathlib are not imported until a value of theirs arrives)."""
+    module = _sys.modules.get(name)
+    if module is None:
+        module = __import__(name)
+    return module
 _FACTORIES: dict[str, Any] = {f.__name__: f for f in (
     int, list, set, dict, str, float, tuple, frozenset, bool, bytes, complex,
     _Counter, _OrderedDict, _deque)}
@@ -177,7 +181,7 @@ def describe(value: Any) -> tuple[str, list[Any]] | None:
 
 def _describe(value: Any) -> tuple[str, list[Any]] | None:
     t = type(value)
-    maker = _DESCRIBE.get(t)
+    maker = _describer(t)
     if maker is not None:
         return maker(value)
     mro = _mro(t)
@@ -251,8 +255,6 @@ class _NotStd(Exception):
 
 
 _DESCRIBE: dict[type, Any] = {
-    _Fraction: lambda v: ("fraction", [v.numerator, v.denominator]),
-    _Decimal: lambda v: ("decimal", [str(v)]),
     range: lambda v: ("range", [v.start, v.stop, v.step]),
     _KEYS: lambda v: ("keys", [list(v)]),
     _VALUES: lambda v: ("values", [list(v)]),
@@ -271,13 +273,36 @@ _DESCRIBE: dict[type, Any] = {
     _time: lambda v: ("time", [v.hour, v.minute, v.second, v.microsecond, _tz(v.tzinfo), v.fold]),
     _timedelta: lambda v: ("timedelta", [v.days, v.seconds, v.microseconds]),
     _timezone: lambda v: ("timezone", _tz(v)),
-    _UUID: lambda v: ("uuid", [v.int]),
     _Namespace: lambda v: ("namespace", [dict(vars(v))]),
     _Proxy: lambda v: ("mappingproxy", [dict(v)]),
     _array: lambda v: ("array", [v.typecode, v.tobytes()]),
-    **{cls: (lambda v, n=name: ("ip", [n, str(v)])) for name, cls in _IP.items()},
-    **{cls: (lambda v, n=name: ("path", [n, str(v)])) for name, cls in _PATHS.items()},
 }
+
+# Types of modules imported only when a program uses them: registered once the module is (a
+# value of one of its types cannot exist before).
+_LAZY: dict[str, Any] = {
+    "fractions": lambda m: {m.Fraction: lambda v: ("fraction", [v.numerator, v.denominator])},
+    "decimal": lambda m: {m.Decimal: lambda v: ("decimal", [str(v)])},
+    "uuid": lambda m: {m.UUID: lambda v: ("uuid", [v.int])},
+    "ipaddress": lambda m: {getattr(m, name): (lambda v, n=name: ("ip", [n, str(v)]))
+                            for name in _IP},
+    "pathlib": lambda m: {getattr(m, name): (lambda v, n=name: ("path", [n, str(v)]))
+                          for name in _PATHS},
+}
+_registered: set[str] = set()
+
+
+def _describer(t: type) -> Any:
+    maker = _DESCRIBE.get(t)
+    if maker is None and len(_registered) < len(_LAZY):
+        for name, table in _LAZY.items():
+            module = _sys.modules.get(name)
+            if name not in _registered and module is not None:
+                _registered.add(name)
+                with contextlib.suppress(AttributeError):  # a module the program replaced
+                    _DESCRIBE.update(table(module))
+        maker = _DESCRIBE.get(t)
+    return maker
 
 
 # --------------------------------------------------------------------------- rebuilding
@@ -346,8 +371,8 @@ def _remember(key: Any, cls: Any) -> None:
 def _rebuild_decimal(parts: list[Any]) -> Any:
     _need(len(parts) == 1 and type(parts[0]) is str and len(parts[0]) <= 1 << 20, "Decimal")
     try:
-        value = _Decimal(parts[0])
-    except decimal.InvalidOperation:
+        value = _mod("decimal").Decimal(parts[0])
+    except _mod("decimal").InvalidOperation:
         raise ValueError("malformed Decimal") from None
     if value.is_finite() and abs(value.adjusted()) > MAX_DECIMAL_EXPONENT:
         raise _budget(f"a Decimal with an exponent beyond {MAX_DECIMAL_EXPONENT} "
@@ -358,7 +383,7 @@ def _rebuild_decimal(parts: list[Any]) -> Any:
 def _rebuild_fraction(parts: list[Any]) -> Any:
     _ints(parts, 2, "Fraction")
     _need(parts[1] > 0, "Fraction")
-    return _Fraction(parts[0], parts[1])
+    return _mod("fractions").Fraction(parts[0], parts[1])
 
 
 def _rebuild_range(parts: list[Any], budget: Any) -> Any:
@@ -518,20 +543,14 @@ def rebuild(kind: Any, parts: Any, budget: Any) -> Any:
         return _rebuild_tz(parts)
     if kind == "uuid":
         _ints(parts, 1, kind)
-        return _checked(kind, _UUID, int=parts[0])
+        return _checked(kind, _mod("uuid").UUID, int=parts[0])
     if kind == "ip":
         _need(len(parts) == 2 and parts[0] in _IP and type(parts[1]) is str
               and len(parts[1]) < 128, kind)
-        return _checked(kind, _IP[parts[0]], parts[1])
+        return _checked(kind, getattr(_mod("ipaddress"), parts[0]), parts[1])
     if kind == "path":
         _need(len(parts) == 2 and parts[0] in _PATHS and type(parts[1]) is str, kind)
-        cls = _PATHS[parts[0]]
-        if cls is not pathlib.PurePosixPath and cls is not pathlib.PureWindowsPath:
-            try:
-                return cls(parts[1])
-            except NotImplementedError:  # a WindowsPath on POSIX: its pure form
-                cls = pathlib.PureWindowsPath
-        return _checked(kind, cls, parts[1])
+        return _checked(kind, getattr(_mod("pathlib"), _PATHS[parts[0]]), parts[1])
     if kind == "namespace":
         _need(len(parts) == 1 and type(parts[0]) is dict
               and all(type(k) is str for k in parts[0]), kind)  # a decoded dict: keys checked
