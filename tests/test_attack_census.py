@@ -198,7 +198,7 @@ CENSUS: dict[int, list[tuple[str, str]]] = {
         ("test_attacks_judge", "always_equal_object_to_the_judge"),
         ("test_attacks_judge", "int_subclass_liar_to_the_judge"),
         ("test_attacks_judge", "class_spoofing_object_to_the_judge"),
-        ("test_values", "test_candidate_subclasses_and_other_types_never_pass_as_plain_data"),
+        ("test_values", "test_candidate_subclasses_cross_as_their_base_types_content"),
         ("test_values", "test_a_candidate_dict_subclass_with_a_lying_eq_does_not_pass"),
     ],
     6: [  # a pool that cannot be poisoned: the next submission gets a healthy, identical worker

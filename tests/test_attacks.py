@@ -71,6 +71,8 @@ class AlwaysEqual:
 def add(a, b):
     return AlwaysEqual()
 """),
+    # A subclass crosses as its base type's content: Liar(0) is the int 0 on the trusted side,
+    # so it earns what ``return 0`` earns (the two checks whose answer is 0), its __eq__ nothing.
     attack("always_equal_int_subclass", """
 class Liar(int):
     def __eq__(self, other): return True

@@ -2,8 +2,11 @@
 
 :func:`judge` decides every verdict on the trusted side, in a process where no candidate code
 ran: a decomposed assertion is evaluated here on the values the child returned (rebuilt by
-:func:`agentenv.sandbox._wire.decode_value`), restricted to trusted builtins and compared and
-computed on under the budgets of :mod:`agentenv.grading.values`; a stdio case's output is
+:func:`agentenv.sandbox._wire.decode_value` as builtin and standard-library values), with the
+check's operations on each value (methods, attributes, subscripts: the plan's ``then``) applied
+here from where the child stopped, restricted to trusted builtins and compared and computed on
+under the budgets of :mod:`agentenv.grading.values` (a numpy array's ``==`` is numpy's array,
+as in Python); a stdio case's output is
 compared here with the expected output, which never left this process; a judge-process check's
 verdict is read from the judge process's own frames, never from the candidate's. Frame keys and
 kinds come from :mod:`agentenv.sandbox._schema`. Whatever the frames hold, :func:`judge`
@@ -13,6 +16,7 @@ returns: an error while judging one check fails that check with the error's mess
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,9 +24,12 @@ from agentenv.grading.plan import (
     _CALL,
     _COMPUTE,
     _EQ,
+    _FORMAT,
     _IN,
+    _NE,
     _OP,
     _PRIVATE,
+    _RECV,
     _SAFE_BUILTINS,
     _V,
     CheckPlan,
@@ -37,8 +44,10 @@ from agentenv.grading.values import (
     equal,
     guarded_binop,
     guarded_call,
+    guarded_format,
 )
 from agentenv.sandbox import _schema as schema
+from agentenv.sandbox._stdvalues import Unreadable
 from agentenv.sandbox._wire import DecodeBudget, ValueBudget, decode_value
 from agentenv.tasks.schema import StdioCase
 
@@ -207,6 +216,25 @@ def _decode_value(data: Any, budget: Any) -> Any:
         raise _CallFailed("budget", str(exc)) from None
 
 
+def _array(value: Any) -> bool:
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(value, np.ndarray)
+
+
+def _equal(mode: str, a: Any, e: Any, tolerance: float | None) -> Any:
+    """``a == e`` under the equality mode; with a numpy array on either side (Python mode), the
+    array of comparisons numpy gives, as in Python (``(f() == g).all()``)."""
+    if mode != "strict" and (_array(a) or _array(e)):
+        return a == e
+    return equal(mode, a, e, tolerance)
+
+
+def _not_equal(mode: str, a: Any, e: Any, tolerance: float | None) -> Any:
+    if mode != "strict" and (_array(a) or _array(e)):
+        return a != e
+    return not equal(mode, a, e, tolerance)
+
+
 def _private(name: str) -> Any:
     raise BudgetExceeded(f"the check's trusted part may not use private attributes ({name})")
 
@@ -227,20 +255,30 @@ def _judge_trusted(cp: CheckPlan, calls: Mapping[tuple[int, int], Mapping[str, A
                 raise _CallFailed(str(frame[schema.KIND]), str(frame.get(schema.MESSAGE, "object")), j)
             raise _CallFailed(_kind(frame.get(schema.KIND)), str(frame.get(schema.MESSAGE, "")), j)
         try:
-            values[j] = _decode_value(frame[schema.VALUE], budget)
+            received = _decode_value(frame[schema.VALUE], budget)
         except _CallFailed as exc:
             exc.j = j
             raise
         except (ValueError, TypeError, OverflowError, RecursionError, MemoryError):
             raise _CallFailed("malformed", "its result arrived malformed", j) from None
+        # What the check does to the result, from where the child stopped (it applies the
+        # operations only while the result is one of the candidate's objects): here, on the value.
+        steps = frame.get(schema.STEPS, 0)
+        ops = cp.then_code[j] if j < len(cp.then_code) else ()
+        if type(steps) is not int or not 0 <= steps <= len(ops):
+            raise _CallFailed("malformed", "its result arrived malformed", j)
+        for op in ops[steps:]:
+            received = eval(op, namespace, {_RECV: received})
+        values[j] = received
         return values[j]
 
     namespace = {
         "__builtins__": _SAFE_BUILTINS, "math": math, _V: value,
-        _EQ: lambda a, e: equal(equality, a, e, tolerance),
+        _EQ: lambda a, e: _equal(equality, a, e, tolerance),
+        _NE: lambda a, e: _not_equal(equality, a, e, tolerance),
         _IN: lambda a, c: contains(equality, a, c, tolerance),
         _OP: lambda symbol, a, b: guarded_binop(symbol, a, b, _COMPUTE[symbol]),
-        _CALL: guarded_call, _PRIVATE: _private,
+        _CALL: guarded_call, _PRIVATE: _private, _FORMAT: guarded_format,
     }
     assert cp.program is not None
     try:
@@ -263,6 +301,8 @@ def _judge_trusted(cp: CheckPlan, calls: Mapping[tuple[int, int], Mapping[str, A
                         f"{_clip(call, 80)} raised {exc}")
     except BudgetExceeded as exc:
         return _failure(cp, "assertion", f"over the judge's budget: {_clip(str(exc), 300)}")
+    except Unreadable as exc:  # an iterator consumed past what crossed of it
+        return _failure(cp, "assertion", _clip(str(exc), 300))
     except Exception as exc:  # the trusted expression failed on the returned values
         return _failure(cp, "exception", _describe_error(exc))
     if ok:

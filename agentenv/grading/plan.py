@@ -2,7 +2,10 @@
 
 :func:`plan_checks` turns a task's checks into a :class:`Plan`: for each check its mode
 (``trusted``: an ``assert`` decomposed with :mod:`ast` into the calls into the candidate it
-makes; ``stdio``; ``judge``: anything else, run by the judge process), the job items the
+makes, each shipped alone: what the check then does with a call's result (``f(x).strip()``,
+``top(3)[0]``, ``make().attr``) is a list of operations the trusted side applies to the value
+once it has crossed, and the child applies only while the result is one of the candidate's
+objects, which cannot cross; ``stdio``; ``judge``: anything else, run by the judge process), the job items the
 candidate's process is sent (keys from :mod:`agentenv.sandbox._schema`) and the checks the
 judge process runs. How the three modes are graded is told in :mod:`agentenv.grading`; the
 verdicts themselves are made in :mod:`agentenv.grading.judging`, which evaluates the rewritten
@@ -44,6 +47,7 @@ _SCOPED = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp
 
 _V, _EQ, _IN = "_agentenv_value", "_agentenv_equal", "_agentenv_contains"
 _OP, _CALL, _PRIVATE = "_agentenv_op", "_agentenv_call", "_agentenv_private"
+_RECV, _FORMAT, _NE = "_agentenv_recv", "_agentenv_format", "_agentenv_not_equal"
 _OPERATORS: dict[type[ast.operator], tuple[str, Any]] = {
     ast.Add: ("+", operator.add), ast.Sub: ("-", operator.sub), ast.Mult: ("*", operator.mul),
     ast.Div: ("/", operator.truediv), ast.FloorDiv: ("//", operator.floordiv),
@@ -62,6 +66,10 @@ class CheckPlan:
     For ``trusted`` checks, ``calls`` are the call expressions the child evaluates (source
     text), ``program`` is the assertion rewritten to read those values, and ``expected_types``
     maps a call to the trusted operand it is compared against with ``==`` (for messages).
+    ``then`` holds, per call, the operations the check applies to its result (attribute reads,
+    method calls, subscripts: source over ``_agentenv_recv``) and ``then_code`` the same,
+    compiled with the budgets: they run here on the rebuilt value, and in the child only
+    while the result is one of the candidate's objects.
     """
 
     index: int
@@ -70,6 +78,8 @@ class CheckPlan:
     calls: tuple[str, ...] = ()
     program: CodeType | None = None
     expected_types: tuple[tuple[int, CodeType], ...] = ()
+    then: tuple[tuple[str, ...], ...] = ()
+    then_code: tuple[tuple[CodeType, ...], ...] = ()
 
     @property
     def text(self) -> str:
@@ -83,7 +93,8 @@ class CheckPlan:
         if self.mode != "trusted":
             raise ValueError(f"check {self.index} is run by the judge process, not the child")
         return {schema.ITEM_INDEX: self.index, schema.ITEM_KIND: schema.ITEM_CALLS,
-                schema.CALL_SOURCES: list(self.calls)}
+                schema.CALL_SOURCES: list(self.calls),
+                schema.CALL_THEN: [list(ops) for ops in self.then]}
 
 
 @dataclass(frozen=True)
@@ -170,8 +181,24 @@ def _plan_one(index: int, check: Check, helpers: frozenset[str] = frozenset()) -
     decomposed = _decompose(check, helpers)
     if decomposed is None:
         return CheckPlan(index, check, "judge")
-    calls, program, expected = decomposed
-    return CheckPlan(index, check, "trusted", calls, program, expected)
+    calls, program, expected, then = decomposed
+    try:
+        then_code = tuple(tuple(_compile_op(op) for op in ops) for ops in then)
+    except (SyntaxError, ValueError, RecursionError):
+        return CheckPlan(index, check, "judge")
+    return CheckPlan(index, check, "trusted", calls, program, expected,
+                     tuple(tuple(ast.unparse(op) for op in ops) for ops in then), then_code)
+
+
+def _compile_op(op: ast.expr) -> CodeType:
+    """One operation on a call's result, as the trusted side runs it: budgeted, strict ``==``."""
+    tree = _StrictComparisons().visit(_Budgeted().visit(ast.fix_missing_locations(
+        ast.Expression(_copy(op)))))
+    return compile(ast.fix_missing_locations(tree), "<check>", "eval", dont_inherit=True)
+
+
+def _copy(node: ast.expr) -> ast.expr:
+    return ast.parse(ast.unparse(node), mode="eval").body
 
 
 class _Decomposer(ast.NodeTransformer):
@@ -185,6 +212,7 @@ class _Decomposer(ast.NodeTransformer):
         self.trusted = trusted
         self.helpers = helpers
         self.calls: list[str] = []
+        self.then: list[list[ast.expr]] = []
         self.ok = True
         self.result: ast.expr | None = None
 
@@ -203,19 +231,68 @@ class _Decomposer(ast.NodeTransformer):
             return node
         if isinstance(node, ast.expr) and not self.untrusted(node):
             return node  # wholly trusted: evaluated here as written
+        if isinstance(node, (ast.Call, ast.Attribute, ast.Subscript)):
+            chained = self.chain(node)
+            if chained is not None:
+                return chained
         if isinstance(node, ast.Call) and self.untrusted(node.func):
-            if _constructs(node) or any(isinstance(n, _SCOPED) or self.calls_helper(n)
-                                        or _untrusted_builtin(n) for n in ast.walk(node)):
-                self.ok = False
-                return node
-            self.calls.append(ast.unparse(node))
-            placeholder = ast.Call(func=ast.Name(_V, ast.Load()),
-                                   args=[ast.Constant(len(self.calls) - 1)], keywords=[])
-            return ast.copy_location(placeholder, node)
+            if (isinstance(node.func, ast.Attribute) and not node.func.attr.startswith("__")
+                    and not isinstance(node.func.value, (ast.Call, ast.Attribute, ast.Subscript,
+                                                         ast.Name))):
+                # ``(f(x) + y).strip()``: a method of a value computed here, from the calls'
+                # values; it runs here too, never in the child on the candidate's say-so.
+                return self.generic_visit(node)
+            return self.ship(node, [])
         if isinstance(node, ast.Name):
             self.ok = False  # a bare untrusted name (a variable, a function object)
             return node
         return self.generic_visit(node)
+
+    def ship(self, node: ast.Call, ops: list[ast.expr]) -> ast.expr:
+        """Send the call ``node`` to the child; ``ops`` are applied to its result after it."""
+        if _constructs(node) or any(isinstance(n, _SCOPED) or self.calls_helper(n)
+                                    or _untrusted_builtin(n) for n in ast.walk(node)):
+            self.ok = False
+            return node
+        self.calls.append(ast.unparse(node))
+        self.then.append(ops)
+        placeholder = ast.Call(func=ast.Name(_V, ast.Load()),
+                               args=[ast.Constant(len(self.calls) - 1)], keywords=[])
+        return ast.copy_location(placeholder, node)
+
+    def chain(self, node: ast.expr) -> ast.expr | None:
+        """``f(x).strip().upper()``, ``top(3)[0]``, ``make().attr``: the call into the candidate
+        is shipped alone and what the check does to its result (public attributes, method calls
+        and subscripts with trusted arguments) becomes operations on the value, applied on the
+        trusted side once it has crossed. None when ``node`` is not such a chain."""
+        ops: list[ast.expr] = []
+        cur: ast.expr = node
+        recv = ast.Name(_RECV, ast.Load())
+        while True:
+            if (isinstance(cur, ast.Call) and isinstance(cur.func, ast.Attribute)
+                    and not cur.func.attr.startswith("__") and self.untrusted(cur.func.value)
+                    and not _constructs(cur.func.value)  # Solution().solve(x): shipped whole
+                    and not any(self.untrusted(a) for a in cur.args)
+                    and not any(self.untrusted(k.value) for k in cur.keywords)):
+                ops.append(ast.Call(ast.Attribute(recv, cur.func.attr, ast.Load()),
+                                    cur.args, cur.keywords))
+                cur = cur.func.value
+            elif (isinstance(cur, ast.Attribute) and not cur.attr.startswith("__")
+                  and self.untrusted(cur.value)):
+                ops.append(ast.Attribute(recv, cur.attr, ast.Load()))
+                cur = cur.value
+            elif (isinstance(cur, ast.Subscript) and self.untrusted(cur.value)
+                  and not self.untrusted(cur.slice)):
+                ops.append(ast.Subscript(recv, cur.slice, ast.Load()))
+                cur = cur.value
+            else:
+                break
+        if not ops or not (isinstance(cur, ast.Call) and self.untrusted(cur.func)):
+            return None
+        if any(isinstance(n, _SCOPED) for op in ops for n in ast.walk(op)):
+            return None
+        ops.reverse()
+        return ast.copy_location(self.ship(cur, ops), node)
 
 
 def _constructs(node: ast.AST) -> bool:
@@ -248,13 +325,15 @@ class _StrictComparisons(ast.NodeTransformer):
         parts: list[ast.expr] = []
         for op, left, right in zip(node.ops, operands, operands[1:], strict=False):
             part: ast.expr
-            if isinstance(op, (ast.Eq, ast.NotEq)):
+            if isinstance(op, ast.Eq):
                 part = ast.Call(ast.Name(_EQ, ast.Load()), [left, right], [])
+            elif isinstance(op, ast.NotEq):  # its own call: an array's != is an array
+                part = ast.Call(ast.Name(_NE, ast.Load()), [left, right], [])
             elif isinstance(op, (ast.In, ast.NotIn)):
                 part = ast.Call(ast.Name(_IN, ast.Load()), [left, right], [])
             else:
                 part = ast.Compare(left, [op], [right])
-            if isinstance(op, (ast.NotEq, ast.NotIn)):
+            if isinstance(op, ast.NotIn):
                 part = ast.UnaryOp(ast.Not(), part)
             parts.append(part)
         result = parts[0] if len(parts) == 1 else ast.BoolOp(ast.And(), parts)
@@ -278,17 +357,27 @@ class _Budgeted(ast.NodeTransformer):
 
     def visit_Call(self, node: ast.Call) -> Any:
         self.generic_visit(node)
-        if isinstance(node.func, ast.Name) and node.func.id in (_V, _EQ, _IN):
+        if isinstance(node.func, ast.Name) and node.func.id in (_V, _EQ, _NE, _IN):
             return node
         call = ast.Call(ast.Name(_CALL, ast.Load()), [node.func, *node.args], node.keywords)
         return ast.copy_location(call, node)
 
     def visit_Attribute(self, node: ast.Attribute) -> Any:
         self.generic_visit(node)
-        if not node.attr.startswith("_"):
+        if not node.attr.startswith("__"):
             return node
         call = ast.Call(ast.Name(_PRIVATE, ast.Load()), [ast.Constant(node.attr)], [])
         return ast.copy_location(call, node)
+
+    def visit_FormattedValue(self, node: ast.FormattedValue) -> Any:
+        self.generic_visit(node)
+        if node.format_spec is None or all(isinstance(v, ast.Constant)
+                                           for v in getattr(node.format_spec, "values", ())):
+            return node  # a spec written in the check: the task's own width
+        # A spec computed from values (``f"{x:{w}}"``): its widths go through the budget.
+        call = ast.Call(ast.Name(_FORMAT, ast.Load()),
+                        [node.value, ast.Constant(node.conversion), node.format_spec], [])
+        return ast.copy_location(ast.FormattedValue(call, -1, None), node)
 
     def visit_Set(self, node: ast.Set) -> Any:
         self.generic_visit(node)
@@ -300,7 +389,8 @@ class _Budgeted(ast.NodeTransformer):
 
 
 def _decompose(source: str, helpers: frozenset[str] = frozenset(),
-               ) -> tuple[tuple[str, ...], CodeType, tuple[tuple[int, CodeType], ...]] | None:
+               ) -> tuple[tuple[str, ...], CodeType, tuple[tuple[int, CodeType], ...],
+                          tuple[list[ast.expr], ...]] | None:
     try:
         tree = ast.parse(source, mode="exec")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -341,7 +431,7 @@ def _decompose(source: str, helpers: frozenset[str] = frozenset(),
         program = compile(module, f"<check: {source[:60]}>", "eval", dont_inherit=True)
     except (SyntaxError, ValueError, RecursionError):
         return None
-    return tuple(decomposer.calls), program, tuple(expected)
+    return tuple(decomposer.calls), program, tuple(expected), tuple(decomposer.then)
 
 
 def _decomposer_for(test: ast.expr, trusted: frozenset[str],

@@ -15,8 +15,12 @@ What it owns, for :mod:`agentenv.grading.judging`:
   cost or result can grow beyond the size of their operands (``**``, ``*``, ``<<``, ``pow``,
   ``range``, ``math.factorial``...) are refused *before* they run when the result would pass
   a budget, so a check like ``isqrt(x) ** 2 == x`` or ``2 ** f() == 8`` costs this process
-  bounded time and memory whatever ``f`` returned. A refusal raises :class:`BudgetExceeded`,
-  which the judge turns into a failed check naming the limit.
+  bounded time and memory whatever ``f`` returned. Methods a check calls on a returned value
+  run here too, so they are guarded the same way: ``str.join``, widths in ``str.format``
+  templates and computed f-string specs, ``int.to_bytes``; numpy broadcasting and ``@`` are
+  sized from the shapes first, and only numpy methods that build nothing larger than their
+  array run here. A refusal raises :class:`BudgetExceeded`, which the judge turns into a failed
+  check naming the limit.
 
 Not here: the wire format and its decoding budgets (``sandbox._wire``), and deciding what a
 check computes (``grading.plan``).
@@ -28,7 +32,11 @@ import builtins
 import cmath
 import collections
 import math
-from collections.abc import Callable
+import operator
+import string
+import sys
+from collections.abc import Callable, Mapping
+from fractions import Fraction
 from typing import Any
 
 from agentenv.choices import Equality
@@ -42,12 +50,13 @@ __all__ = [
     "equal",
     "guarded_binop",
     "guarded_call",
+    "guarded_format",
     "python_equal",
     "strict_equal",
 ]
 
 
-COMPUTE_INT_BITS = 1 << 18  # widest int an expression may compute (twice the wire's MAX_INT_BITS)
+COMPUTE_INT_BITS = 1 << 19  # widest int an expression may compute (twice the wire's MAX_INT_BITS)
 MAX_SEQUENCE = 10_000_000  # longest str/bytes/list/range an expression may build
 _MAX_POWMOD = 1 << 24  # bits(exponent) * bits(modulus) of a three-argument pow
 _MAX_WIDTH = 100_000  # a format width taken from a value
@@ -80,9 +89,13 @@ def python_equal(actual: Any, expected: Any, tolerance: float | None = None) -> 
 
 def _plain_equal(actual: Any, expected: Any) -> bool:
     result = actual == expected
-    if type(result) is not bool:  # pragma: no cover - plain data always answers a bool
-        return False
-    return result
+    if type(result) is bool:
+        return result
+    if type(result).__module__ == "numpy":
+        # A numpy bool, or an array of them: Python's ``assert`` takes its truth (an array of
+        # more than one element raises ValueError, as it does there).
+        return bool(result)
+    return False  # pragma: no cover - rebuilt values always answer a bool
 
 
 def _close(a: Any, e: Any, tol: float, depth: int) -> bool:
@@ -187,7 +200,9 @@ def contains(mode: str, item: Any, container: Any, tolerance: float | None = Non
     if type(container) in _DICTS:
         container = list(container)
     if type(container) not in (list, tuple, set, frozenset, range, collections.deque):
-        raise TypeError(f"'in' needs a plain container, got {type(container).__name__}")
+        # A standard-library value rebuilt on this side (a generator replaying an iterator's
+        # items, a dict view, a ChainMap, a network...): its own ``in``, standard-library code.
+        return item in container
     if mode == Equality.PYTHON and tolerance is None and type(container) in (set, frozenset):
         try:
             return item in container
@@ -267,14 +282,43 @@ def _repr_into(v: Any, out: list[str], room: list[int], depth: int) -> None:
             else:
                 _repr_into(item, out, room, depth + 1)
         _emit(out, room, close)
+    elif t.__module__ in _REPR_MODULES:  # a standard-library value rebuilt here: its own repr
+        text = repr(v)
+        _emit(out, room, text[: room[0] + 2] + ("…" if len(text) > room[0] + 2 else ""))
     else:
         _emit(out, room, f"<{t.__name__}>")
 
 
+# Modules whose values the wire rebuilds (sandbox._stdvalues): their reprs are standard-library
+# code, bounded by the value's own size.
+_REPR_MODULES = frozenset(("fractions", "decimal", "datetime", "uuid", "ipaddress", "pathlib",
+                           "array", "types", "collections", "builtins", "agentenv.mirror",
+                           "numpy"))
+
+
 # --------------------------------------------------------------------------- computing
 
+def _as_int(value: Any) -> int | None:
+    """``value`` as an int when it is one to Python's operators (an int, a bool, an IntEnum
+    member, a numpy integer: anything with ``__index__``), else None. Values here are rebuilt
+    on this side (builtin and standard-library types), so ``__index__`` is never a candidate's."""
+    if type(value) in (int, bool):
+        return int(value)
+    if type(value) in (str, bytes, float, complex, list, tuple, dict, set, frozenset):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
 def _bits(value: Any) -> int:
-    return abs(value).bit_length() if type(value) in (int, bool) else 0
+    number = _as_int(value)
+    if number is not None:
+        return abs(number).bit_length()
+    if isinstance(value, Fraction):
+        return max(abs(value.numerator).bit_length(), value.denominator.bit_length())
+    return 0
 
 
 def _check_int(bits: int, what: str) -> None:
@@ -290,27 +334,28 @@ def _check_length(n: int, what: str) -> None:
 
 
 def _is_int(v: Any) -> bool:
-    return type(v) in (int, bool)
+    return _as_int(v) is not None
 
 
 def _check_pow(base: Any, exponent: Any, modulus: Any = None) -> None:
-    if not (_is_int(base) and _is_int(exponent)) or exponent <= 1:
+    exponent = _as_int(exponent)
+    if not (_is_int(base) or isinstance(base, Fraction)) or exponent is None or abs(exponent) <= 1:
         return
     if modulus is not None:
         if _bits(exponent) * max(1, _bits(modulus)) > _MAX_POWMOD:
             raise BudgetExceeded("a modular pow this wide is over the judge's budget")
         return
-    if abs(base) > 1:
-        _check_int(max(1, _bits(base) - 1) * exponent, "the power")
+    if _bits(base) > 1:
+        _check_int(max(1, _bits(base) - 1) * abs(exponent), "the power")
 
 
 def _check_mul(a: Any, b: Any) -> None:
     if _is_int(a) and _is_int(b):
         _check_int(_bits(a) + _bits(b), "the product")
     elif _is_int(a) and hasattr(b, "__len__"):
-        _check_length(len(b) * max(0, a), "the repeated sequence")
+        _check_length(len(b) * max(0, _as_int(a) or 0), "the repeated sequence")
     elif _is_int(b) and hasattr(a, "__len__"):
-        _check_length(len(a) * max(0, b), "the repeated sequence")
+        _check_length(len(a) * max(0, _as_int(b) or 0), "the repeated sequence")
 
 
 def _check_mod(a: Any, b: Any) -> None:
@@ -322,8 +367,9 @@ def _check_mod(a: Any, b: Any) -> None:
 
 
 def _check_lshift(a: Any, b: Any) -> None:
-    if _is_int(a) and _is_int(b) and b > 0 and a:
-        _check_int(_bits(a) + b, "the shifted int")
+    shift = _as_int(b)
+    if _is_int(a) and shift is not None and shift > 0 and _as_int(a):
+        _check_int(_bits(a) + shift, "the shifted int")
 
 
 _BINOP_CHECKS: dict[str, Callable[[Any, Any], None]] = {
@@ -333,10 +379,59 @@ _BINOP_CHECKS: dict[str, Callable[[Any, Any], None]] = {
 
 def guarded_binop(op: str, a: Any, b: Any, compute: Callable[[Any, Any], Any]) -> Any:
     """``compute(a, b)`` for the operator ``op``, refused first when its result would pass a budget."""
-    check = _BINOP_CHECKS.get(op)
-    if check is not None:
-        check(a, b)
+    np = sys.modules.get("numpy")
+    if np is not None and (isinstance(a, np.ndarray) or isinstance(b, np.ndarray)):
+        _check_numpy_binop(np, op, a, b)
+    else:
+        check = _BINOP_CHECKS.get(op)
+        if check is not None:
+            check(a, b)
     return compute(a, b)
+
+
+def _check_numpy_binop(np: Any, op: str, a: Any, b: Any) -> None:
+    """Broadcasting (``column + row``) and ``@`` build results far larger than their operands:
+    their sizes are computed from the shapes before anything is built."""
+    try:
+        sa, sb = np.shape(a), np.shape(b)
+        if op == "@" and len(sa) >= 1 and len(sb) >= 1:
+            outer = math.prod(np.broadcast_shapes(sa[:-2], sb[:-2]))
+            rows = sa[-2] if len(sa) >= 2 else 1
+            cols = sb[-1] if len(sb) >= 2 else 1
+            size, work = outer * rows * cols, outer * rows * cols * sa[-1]
+        else:
+            size = math.prod(np.broadcast_shapes(sa, sb))
+            work = size
+    except ValueError:
+        return  # shapes that do not combine: numpy itself will say so
+    _check_length(size, "the array")
+    _check_length(work // 10, "the matrix product's work")
+
+
+# numpy methods that build nothing larger than the array they are called on (the rest are
+# refused on the trusted side: a check that needs them runs in the judge process).
+_NUMPY_METHODS = frozenset((
+    "tolist", "item", "sum", "mean", "min", "max", "all", "any", "argmax", "argmin", "argsort",
+    "sort", "copy", "flatten", "ravel", "reshape", "transpose", "round", "cumsum", "cumprod",
+    "prod", "std", "var", "nonzero", "clip", "squeeze", "tobytes", "swapaxes", "conj",
+    "diagonal", "trace", "searchsorted", "astype", "dot", "view", "is_integer", "as_integer_ratio",
+    "count", "index",
+))
+
+
+def _check_numpy_method(np: Any, owner: Any, name: str, args: tuple[Any, ...]) -> None:
+    if name not in _NUMPY_METHODS:
+        raise BudgetExceeded(f"numpy's {name}() is not evaluated on the trusted side (it can "
+                             f"build more than the value holds); write the check as statements, "
+                             f"which run in the judge process")
+    if name == "dot" and args:
+        _check_numpy_binop(np, "@", owner, args[0])
+    if name == "astype" and args:
+        try:
+            itemsize = np.dtype(args[0]).itemsize
+        except TypeError:
+            return
+        _check_length(getattr(owner, "size", 1) * max(itemsize, 1) // 8, "the converted array")
 
 
 def _guard_range(*args: Any) -> range:
@@ -403,7 +498,9 @@ def _guard_sum(iterable: Any, /, start: Any = 0) -> Any:
 
 def _guard_hashed(factory: Callable[..., Any]) -> Callable[..., Any]:
     def make(*args: Any, **kwargs: Any) -> Any:
-        if args and not isinstance(args[0], (set, frozenset, dict, range, str, bytes)):
+        if args and isinstance(args[0], Mapping) and not isinstance(args[0], dict):
+            _refuse_collisions(list(args[0]))  # a ChainMap, a mappingproxy: built from its keys
+        elif args and not isinstance(args[0], (set, frozenset, dict, range, str, bytes)):
             items = list(args[0])
             keys = items
             if factory is dict:
@@ -484,14 +581,59 @@ def guarded_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     if guard is not None:
         return guard(*args, **kwargs)
     owner: Any = getattr(fn, "__self__", None)
-    if type(owner) in (str, bytes) and getattr(fn, "__name__", "") in _WIDENING:
+    name = getattr(fn, "__name__", "")
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(owner, (np.ndarray, np.generic)):
+        _check_numpy_method(np, owner, name, args)
+    elif type(owner) in (str, bytes, bytearray) and name in _WIDENING:
+        if name == "join" and args:
+            items = list(args[0])  # materialised once: its length decides the result's
+            total = len(owner) * max(0, len(items) - 1)
+            total += sum(len(x) for x in items if type(x) in (str, bytes, bytearray))
+            if total > MAX_SEQUENCE:
+                raise BudgetExceeded(f"join() would build {total:,} characters; the judge builds "
+                                     f"at most {MAX_SEQUENCE:,} (MAX_SEQUENCE)")
+            return fn(items, *args[1:], **kwargs)
         sizes = [len(owner)]
         for arg in (*args, *kwargs.values()):
             if _is_int(arg):
-                if abs(arg) > _MAX_WIDTH:
+                if abs(_as_int(arg) or 0) > _MAX_WIDTH:
                     raise BudgetExceeded(f"a width or count of {arg}; at most {_MAX_WIDTH} (a budget)")
-            elif type(arg) in (str, bytes):
+            elif type(arg) in (str, bytes, bytearray):
                 sizes.append(len(arg))
         if len(owner) * max(sizes[1:], default=1) > 10 * MAX_SEQUENCE:
             raise BudgetExceeded("the string this builds is over the judge's budget")
+        if name in ("format", "format_map") and type(owner) is str:
+            _check_format_widths(owner)
+    elif name == "to_bytes" and _is_int(owner):
+        length = _as_int(args[0]) if args else _as_int(kwargs.get("length", 1))
+        if length is not None and length > MAX_SEQUENCE:
+            raise BudgetExceeded(f"to_bytes() of {length:,} bytes; the judge builds at most "
+                                 f"{MAX_SEQUENCE:,} (MAX_SEQUENCE)")
     return fn(*args, **kwargs)
+
+
+def _check_format_widths(template: str) -> None:
+    """Refuse a format string (possibly the candidate's) whose widths or precisions would build
+    more than ``_MAX_WIDTH`` characters per field."""
+    try:
+        fields = list(string.Formatter().parse(template))
+    except ValueError:
+        return  # str.format itself will say what is wrong
+    for _text, _field, spec, _conversion in fields:
+        digits = "".join(c if c.isdigit() else " " for c in spec or "").split()
+        if any(len(d) > 6 or int(d) > _MAX_WIDTH for d in digits):
+            raise BudgetExceeded(f"a format width or precision over {_MAX_WIDTH} (a budget)")
+
+
+def guarded_format(value: Any, conversion: int, spec: str) -> str:
+    """An f-string field whose format spec was computed (``f"{x:{w}}"``): the conversion
+    (``!r``, ``!s``, ``!a``), then ``format`` with the spec's widths bounded."""
+    if conversion == ord("r"):
+        value = repr(value)
+    elif conversion == ord("s"):
+        value = str(value)
+    elif conversion == ord("a"):
+        value = ascii(value)
+    _check_format_widths("{:" + str(spec) + "}")
+    return format(value, spec)

@@ -58,9 +58,11 @@ __all__ = [
 
 ISOLATION_LEVELS = values(IsolationLevel)  # weakest first
 SANDBOX_DIR = Path(__file__).resolve().parent
-SANDBOX_FILES = ("_worker.py", "_runner.py", "_wire.py", "_schema.py", "_framing.py", "_judge.py",
-                 "_rpc.py", "_cleanup.py")
+SANDBOX_FILES = ("_worker.py", "_runner.py", "_wire.py", "_stdvalues.py", "_schema.py", "_framing.py",
+                 "_judge.py", "_rpc.py", "_cleanup.py")
 INSIDE_DIR = "/opt/agentenv"
+INSIDE_PACKAGES = "/opt/agentenv-packages"  # third-party packages candidates may import
+DEFAULT_PACKAGES = ("numpy",)  # exposed when installed and AGENTENV_SANDBOX_PACKAGES is unset
 INSIDE_WORKROOT = "/tmp"
 SANDBOX_UID = 65534  # inside the sandbox, and the host uid behind it when the caller is root
 TMPFS_BYTES = 64 * 1024**2  # the worker's own /tmp; every run gets a fresh tmpfs of its own
@@ -122,6 +124,52 @@ def _python_mounts(python: str) -> list[str]:
     return args
 
 
+def package_dirs() -> list[tuple[str, str]]:
+    """``(host directory, name)`` of each third-party package candidates may import, and of the
+    libraries its wheel vendors beside it (``numpy.libs``): only those packages' own files,
+    never the rest of site-packages (where agentenv's task data could be reached).
+
+    The packages are ``AGENTENV_SANDBOX_PACKAGES`` (comma-separated top-level names), or
+    :data:`DEFAULT_PACKAGES` that are installed in this interpreter when it is unset.
+    """
+    chosen = settings.sandbox_packages()
+    names = DEFAULT_PACKAGES if chosen is None else tuple(
+        n.strip() for n in chosen.split(",") if n.strip())
+    out: list[tuple[str, str]] = []
+    for name in names:
+        if not name.isidentifier():
+            continue
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        locations = list(spec.submodule_search_locations or ()) if spec is not None else []
+        if not locations:
+            continue  # a single-file module or a namespace package: not supported
+        package = os.path.realpath(locations[0])
+        out.append((package, name))
+        libs = os.path.join(os.path.dirname(package), name + ".libs")
+        if os.path.isdir(libs):
+            out.append((os.path.realpath(libs), name + ".libs"))
+    return out
+
+
+def package_config(strict: bool) -> dict[str, list[str]]:
+    """The worker config's ``paths`` (added to ``sys.path``) and ``preload`` (imported in the
+    zygote: the exposed packages ``AGENTENV_SANDBOX_PRELOAD`` names) for :func:`package_dirs`: inside the strict sandbox they are bound under
+    :data:`INSIDE_PACKAGES`; at the rlimits level (no mount namespace: the host's files are
+    readable anyway) their host parent directories are used."""
+    dirs = package_dirs()
+    if not dirs:
+        return {"paths": [], "preload": []}
+    wanted = {n.strip() for n in (settings.sandbox_preload() or "").split(",") if n.strip()}
+    preload = [name for _, name in dirs if name in wanted]
+    if strict:
+        return {"paths": [INSIDE_PACKAGES], "preload": preload}
+    parents = sorted({os.path.dirname(host) for host, _ in dirs})
+    return {"paths": parents, "preload": preload}
+
+
 def bwrap_command(bwrap: str, config_json: str,
                   staged: dict[str, str] | None = None) -> list[str]:
     """The full command that starts one strict fork-server worker.
@@ -153,6 +201,8 @@ def bwrap_command(bwrap: str, config_json: str,
         args += ["--ro-bind", str(SANDBOX_DIR / name), f"{INSIDE_DIR}/{name}"]
     for name, pyc in compiled_sandbox_files().items():
         args += ["--ro-bind", pyc, importlib.util.cache_from_source(f"{INSIDE_DIR}/{name}")]
+    for host, name in package_dirs():
+        args += ["--ro-bind", host, f"{INSIDE_PACKAGES}/{name}"]
     args += ["--chdir", INSIDE_WORKROOT, "--",
              *worker_argv(python, INSIDE_DIR, config_json)]
     if staged:

@@ -13,7 +13,9 @@ sees this job: not the checks, not their expected values, not the setup as the j
 builtins and standard library. Every free global name that neither the setup nor the check
 binds, that is not a builtin and not a standard-library module, is looked up in the
 candidate's namespace when the check starts: ``G`` answers with plain data (a copy, rebuilt by
-:func:`_wire.decode_value`: only builtin values are ever constructed here; a global or an
+:func:`_wire.decode_value`: only builtin and standard-library values are ever
+constructed here; an iterator consumed past what crossed of it fails the check, even if it
+caught that; a global or an
 attribute that is a list, dict, set or other mutable container is a handle instead, so the
 check sees later changes as Python's would), a builtin container holding candidate objects
 (rebuilt here with handles inside), or a handle to the object, which it keeps.
@@ -103,6 +105,7 @@ if _here not in sys.path:
     sys.path.insert(0, _here)
 
 import _rpc  # noqa: E402  (loaded by path inside the sandbox)
+import _stdvalues  # noqa: E402
 import _wire  # noqa: E402
 from _schema import (  # noqa: E402  (the wire schema: keys and kinds, declared once)
     ASSERTION,
@@ -998,7 +1001,7 @@ class _Channel:
             return
         if type(original) is not type(new):
             return
-        if type(original) is list:
+        if type(original) is list or type(original) is bytearray:
             original[:] = new
         elif type(original) in (dict, set):
             original.clear()
@@ -1189,6 +1192,7 @@ def _verdict(index: int, source: str, ns: dict[str, Any], chan: _Channel,
     chan.begin()
     error: BaseException | None = None
     added: list[str] = []
+    unreadable = _stdvalues.UNREADABLE[0]
     try:
         added = _bind(names, ns, chan, check=True)
         exec(code, ns)
@@ -1197,6 +1201,10 @@ def _verdict(index: int, source: str, ns: dict[str, Any], chan: _Channel,
     finally:
         for name in added:  # the next check looks them up afresh
             ns.pop(name, None)
+    if _stdvalues.UNREADABLE[0] != unreadable and chan.poisoned is None:
+        # An iterator was consumed past what crossed of it: failed, even if the check caught it.
+        chan.poisoned = (str(error) if isinstance(error, _stdvalues.Unreadable) else
+                         "an iterator the candidate returned was consumed past what crossed of it")
     if chan.broke_now or isinstance(error, _Gone):
         return {**base, KIND: NO_RESULT, MESSAGE: chan.broken or "the candidate is gone"}
     if isinstance(error, _NotPlain) or (error is None and chan.poisoned is not None):

@@ -182,7 +182,7 @@ class _WorkerHandle:
                 raise IsolationUnavailable("bubblewrap (bwrap) is not installed")
             config = {"namespaces": True, "hermetic": True, "prepared": PREPARED_RUNS,
                       "workroot": _isolation.INSIDE_WORKROOT, "disk": Limits().disk,
-                      "cpu_rate": cpu_rate}
+                      "cpu_rate": cpu_rate, **_isolation.package_config(strict=True)}
             argv = _isolation.strict_command(bwrap, json.dumps(config), procs)
             if self.host_uid == 0:
                 self.host_uid = _isolation.SANDBOX_UID
@@ -192,7 +192,8 @@ class _WorkerHandle:
             drop = _fallback_identity(allow_root_fallback)
             self.host_dir = tempfile.mkdtemp(prefix="agentenv-sandbox-")
             config = {"namespaces": False, "prepared": PREPARED_RUNS, "workroot": self.host_dir,
-                      "parent_pid": os.getpid(), "cpu_rate": cpu_rate}
+                      "parent_pid": os.getpid(), "cpu_rate": cpu_rate,
+                      **_isolation.package_config(strict=False)}
             argv = _isolation.plain_command(json.dumps(config))
             if drop is not None or procs:
                 uid, gid = drop if drop is not None else (os.getuid(), os.getgid())

@@ -9,9 +9,12 @@ A job is JSON: ``{"nonce", "code", "setup", "prelude", "items", "limits"}``. Eac
 for one check (the plan comes from :mod:`agentenv.grading.plan`; keys and kinds of items and of
 the frames sent back are declared in :mod:`_schema`):
 
-- ``{"i", "k": "calls", "calls": [src, ...]}``: evaluate each call expression in the candidate's
-  namespace and send back its *value* as plain data (never a verdict; expected values are not in
-  the job);
+- ``{"i", "k": "calls", "calls": [src, ...], "then": [[op, ...], ...]}``: evaluate each call
+  expression in the candidate's namespace and send back its *value* as data (never a verdict;
+  expected values are not in the job). A call's ``then`` operations (what the check does with
+  its result) are applied here only while the result cannot cross (an object of the
+  candidate's: ``Solution()`` before ``.solve(...)``), or is an exact int/str/bytes over a
+  budget; the frame says how many were applied, and the trusted side applies the rest;
 - ``{"i", "k": "stdio", "stdin"}``: run the candidate as a program in a forked process with that
   stdin and send back what it wrote to fd 1.
 
@@ -57,6 +60,7 @@ from _schema import (  # noqa: E402  (the wire schema: keys and kinds, declared 
     CALL,
     CALL_INDEX,
     CALL_SOURCES,
+    CALL_THEN,
     DONE,
     EXCEPTION,
     INDEX,
@@ -74,6 +78,7 @@ from _schema import (  # noqa: E402  (the wire schema: keys and kinds, declared 
     RAISED,
     STDIN,
     STDIO,
+    STEPS,
     SYNTAX,
     TEST_CPU,
     TEST_OUTPUT,
@@ -113,6 +118,7 @@ _SIGXCPU = int(signal.SIGXCPU)
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _ModuleType = type(sys)
 _encode_value = _wire.encode_value
+_is_value = _wire.is_value
 _decode_value = _wire.decode_value
 _encode_frame = _wire.encode_frame
 _NotPlainData = _wire.NotPlainData
@@ -216,33 +222,58 @@ def _load_candidate(code: str, setup: str, chan: _Channel, prelude: str = "") ->
 
 
 def _run_calls(index: int, calls: list[str], ns: dict[str, Any], chan: _Channel,
-               max_bytes: int = 0) -> None:
+               max_bytes: int = 0, then: list[list[str]] | None = None) -> None:
     for j, source in enumerate(calls):
+        head: dict[str, Any] = {TYPE: CALL, INDEX: index, CALL_INDEX: j}
         try:
             compiled = _compile(source, f"<check {index}>", "eval", dont_inherit=True)
             value = _eval(compiled, ns)
         except BaseException as exc:
-            chan.send({TYPE: CALL, INDEX: index, CALL_INDEX: j, KIND: _kind(exc), MESSAGE: _message(exc)})
+            chan.send({**head, KIND: _kind(exc), MESSAGE: _message(exc)})
             continue
-        try:
-            encoded = _encode_value(value)
-        except _ValueTooLarge as exc:  # plain data, over a wire budget: say which
-            chan.send({TYPE: CALL, INDEX: index, CALL_INDEX: j, KIND: OVER_BUDGET,
-                       MESSAGE: str(exc.args[0])})
-            continue
-        except _NotPlainData as exc:
-            chan.send({TYPE: CALL, INDEX: index, CALL_INDEX: j, KIND: NOT_PLAIN,
-                       MESSAGE: str(exc.args[0])})
-            continue
-        except BaseException as exc:  # RecursionError, MemoryError on a huge value
-            chan.send({TYPE: CALL, INDEX: index, CALL_INDEX: j, KIND: NOT_PLAIN, MESSAGE: _message(exc)})
-            continue
-        if max_bytes and len(encoded) > max_bytes:  # it could never arrive whole: say why now
-            chan.send({TYPE: CALL, INDEX: index, CALL_INDEX: j, KIND: OVER_BUDGET,
-                       MESSAGE: f"a value of {len(encoded)} bytes (Limits.max_result_bytes is "
-                              f"{max_bytes})"})
-            continue
-        chan.send({TYPE: CALL, INDEX: index, CALL_INDEX: j, VALUE: encoded})
+        # The check's operations on the result are applied here only while it is an object of
+        # the candidate's (it cannot cross); a value crosses as it is, and the trusted side
+        # applies the rest (so a str subclass's ``startswith`` never answers for the check).
+        ops = then[j] if then is not None and j < len(then) else []
+        steps = 0
+        while True:
+            frame = _value_frame(value, max_bytes)
+            if steps >= len(ops) or not (
+                    (frame.get(KIND) == NOT_PLAIN and not _is_value(value))
+                    or (frame.get(KIND) == OVER_BUDGET and type(value) in _EXACT)):
+                break
+            try:
+                compiled = _compile(ops[steps], f"<check {index}>", "eval", dont_inherit=True)
+                value = _eval(compiled, ns, {"_agentenv_recv": value})
+            except BaseException as exc:
+                frame = {KIND: _kind(exc), MESSAGE: _message(exc)}
+                break
+            steps += 1
+        if steps:
+            frame[STEPS] = steps
+        chan.send({**head, **frame})
+
+
+# Exact builtin scalars too big to cross (a 300k-bit int, a 20 MB str): their own methods cannot
+# lie, so the check's operations on them (``.bit_length()``, ``.count("a")``) may run here. Not
+# containers: their methods compare elements, and an element's ``__eq__`` is the candidate's.
+_EXACT = (int, str, bytes)
+
+
+def _value_frame(value: Any, max_bytes: int) -> dict[str, Any]:
+    """A call frame's value part: the encoded value, or the kind and message of why it is none."""
+    try:
+        encoded = _encode_value(value)
+    except _ValueTooLarge as exc:  # plain data, over a wire budget: say which
+        return {KIND: OVER_BUDGET, MESSAGE: str(exc.args[0])}
+    except _NotPlainData as exc:
+        return {KIND: NOT_PLAIN, MESSAGE: str(exc.args[0])}
+    except BaseException as exc:  # RecursionError, MemoryError on a huge value
+        return {KIND: NOT_PLAIN, MESSAGE: _message(exc)}
+    if max_bytes and len(encoded) > max_bytes:  # it could never arrive whole: say why now
+        return {KIND: OVER_BUDGET, MESSAGE: f"a value of {len(encoded)} bytes "
+                                            f"(Limits.max_result_bytes is {max_bytes})"}
+    return {VALUE: encoded}
 
 
 def _stdin_fd(data: bytes) -> int:
@@ -697,7 +728,10 @@ class _JudgeServer:
             encoded = _encode_value(value)
         except _ValueTooLarge as exc:  # plain data, over a wire budget: say which
             return ["b", str(exc.args[0])]
-        except _NotPlainData:
+        except _NotPlainData as exc:
+            if _is_value(value):  # a value holding an object: no handle, its methods may lie
+                return ["b", f"a {_type_name_of(value)} that holds something that is not plain "
+                             f"data ({exc.args[0] if exc.args else 'an object'})"]
             encoded = None
         except RecursionError:
             encoded = None
@@ -831,7 +865,7 @@ class _JudgeServer:
         for position, raw, arg in [*((i, raw_args[i], a) for i, a in enumerate(args)),
                                    *((k, raw_kwargs[n][1], kwargs[k])
                                      for n, k in enumerate(kwargs))]:
-            if raw[0] == "v" and _type(arg) in (list, dict, set):
+            if raw[0] == "v" and _type(arg) in (list, dict, set, bytearray):
                 try:
                     after = _encode_value(arg)
                 except BaseException:
@@ -923,7 +957,9 @@ def run_job(job: dict[str, Any], result_fd: int, judge_fd: int | None = None, *,
         elif ns is None:
             continue  # the parent marks these with the load failure
         elif kind == ITEM_CALLS:
-            _run_calls(index, list(item[CALL_SOURCES]), ns, chan, int(job.get("max_value_bytes", 0)))
+            then = item.get(CALL_THEN)
+            _run_calls(index, list(item[CALL_SOURCES]), ns, chan, int(job.get("max_value_bytes", 0)),
+                       [list(ops) for ops in then] if type(then) is list else None)
     if judge_fd is not None:
         if ns is not None:
             serve_judge(ns, judge_fd, int(job.get("max_value_bytes", 0)))

@@ -27,6 +27,7 @@ __all__ = [
     "CALL",
     "CALL_INDEX",
     "CALL_SOURCES",
+    "CALL_THEN",
     "CHECK",
     "CHECK_SOURCE",
     "DONE",
@@ -55,6 +56,7 @@ __all__ = [
     "SETUP",
     "STDIN",
     "STDIO",
+    "STEPS",
     "SYNTAX",
     "TYPE",
     "VALUE",
@@ -81,11 +83,16 @@ ITEM_KIND = "k"  # what to compute: ITEM_CALLS or ITEM_STDIO
 ITEM_CALLS = "calls"  # evaluate call expressions; their sources are under CALL_SOURCES
 ITEM_STDIO = "stdio"  # run the candidate as a program with the stdin under STDIN
 CALL_SOURCES = "calls"  # [source of one call expression, ...]
+# Optional, per call: the operations a check applies to the call's result ([source, ...], each
+# an expression over ``_agentenv_recv``). The child applies them only while the result is an
+# object that cannot cross (a candidate's instance); once it is a value, it is sent as is and
+# the trusted side applies the rest to the value it rebuilt.
+CALL_THEN = "then"
 STDIN = "stdin"  # the program's standard input (str)
 CHECK_SOURCE = "src"  # a judge-process check: its program's source (with ITEM_INDEX)
 
 ITEMS: dict[str, frozenset[str]] = {
-    ITEM_CALLS: frozenset((ITEM_INDEX, ITEM_KIND, CALL_SOURCES)),
+    ITEM_CALLS: frozenset((ITEM_INDEX, ITEM_KIND, CALL_SOURCES, CALL_THEN)),
     ITEM_STDIO: frozenset((ITEM_INDEX, ITEM_KIND, STDIN)),
 }
 JUDGE_ITEM = frozenset((ITEM_INDEX, CHECK_SOURCE))
@@ -100,6 +107,7 @@ KIND = "kind"  # what went wrong: one of KINDS
 MESSAGE = "msg"  # a short text saying what went wrong
 OK = "ok"  # True: loaded (LOAD), passed (CHECK)
 OUT = "out"  # what a stdio program wrote to its stdout (str)
+STEPS = "steps"  # CALL: how many of the call's CALL_THEN operations the child applied (default 0)
 
 LOAD = "load"  # the candidate's code (prelude, solution, setup) loaded, or how it failed
 CALL = "call"  # one call's value, or how it failed
@@ -110,7 +118,7 @@ DONE = "done"  # the process reached the end of its job
 
 FRAMES: dict[str, frozenset[str]] = {
     LOAD: frozenset((TYPE, OK, KIND, MESSAGE)),
-    CALL: frozenset((TYPE, INDEX, CALL_INDEX, VALUE, KIND, MESSAGE)),
+    CALL: frozenset((TYPE, INDEX, CALL_INDEX, VALUE, KIND, MESSAGE, STEPS)),
     STDIO: frozenset((TYPE, INDEX, OUT, KIND, MESSAGE)),
     CHECK: frozenset((TYPE, INDEX, OK, KIND, MESSAGE)),
     SETUP: frozenset((TYPE, KIND, MESSAGE)),

@@ -14,20 +14,36 @@ The parent skips every line that does not start with the run's nonce and stops a
 frame with the nonce that is malformed (everything after it is distrusted); a truncated
 trailing frame (the child was killed mid-write) is dropped.
 
-**Values.** A value crosses the boundary only as *plain data*, with exact types (subclasses
-are refused, so no user ``__eq__``, ``__hash__``, ``__iter__`` or ``__reduce__`` ever runs):
-``None``, ``bool``, ``int``, ``float``, ``complex``, ``str`` (lone surrogates included),
-``bytes``, ``list``, ``tuple``, ``dict``, ``set``, ``frozenset``, and the standard library's
-``collections.Counter``, ``OrderedDict``, ``defaultdict`` (its factory is not sent: it is code)
-and ``deque``. :func:`encode_value` turns one into msgpack bytes (the message's ``v`` field is
-those bytes); msgpack's own types carry ``None``/``bool``/64-bit ints/``float``/``str``/
-``bytes``/``list``/``dict``, and extension types the rest:
+**Values.** A value crosses the boundary only as *data*, rebuilt on the other side as builtin
+and standard-library values (so no user ``__eq__``, ``__hash__``, ``__iter__`` or
+``__reduce__`` ever runs there): ``None``, ``bool``, ``int``, ``float``, ``complex``, ``str``
+(lone surrogates included), ``bytes``, ``list``, ``tuple``, ``dict``, ``set``, ``frozenset``,
+``collections.Counter``, ``OrderedDict``, ``deque``; the standard-library values of
+:mod:`_stdvalues` (``Fraction``, ``Decimal``, ``range``, dict views, dates, namedtuples, enum
+members, a ``defaultdict`` with a builtin factory...); and:
+
+- **iterators** (generators, ``map``, ``filter``, ``zip``, the itertools types...: exactly
+  those types) cross as the items they yield, pulled where they were made until exhausted or
+  ``MAX_PULL_BYTES`` of them are encoded, and are replayed on the other side as a generator
+  that ends as the original did: exhausted, raising the nearest builtin exception the original
+  raised, or, cut short, raising :class:`_stdvalues.Unreadable` (never a list: ``gen() == [1]``
+  stays False, as in Python);
+- **subclasses of builtins** (``class S(str)``, ``class L(list)``...) cross as an exact copy of
+  their base type's content, read with the base type's own methods: the subclass's overrides
+  (a lying ``__eq__``, ``__len__``, ``startswith``) neither run nor cross.
+
+Anything else (an instance of the candidate's own class, a function) is not plain data.
+:func:`encode_value` turns a value into msgpack bytes (the message's ``v`` field is those
+bytes); msgpack's own types carry ``None``/``bool``/64-bit ints/``float``/``str``/``bytes``/
+``list``/``dict``, and extension types the rest:
 
     1 int beyond 64 bits (signed big-endian bytes)   2 tuple   3 set   4 frozenset
     5 complex (two big-endian doubles)               6 typed flat array (below)
-    7 Counter   8 OrderedDict   9 defaultdict        10 deque  (payload: a msgpack map / array)
+    7 Counter   8 OrderedDict   9 defaultdict (old form: no factory)   10 deque (no maxlen)
+    (payload: a msgpack map / array)
     11 records: a list whose nested arrays are all tuples, holding only msgpack scalars
        (a list of pairs or rows: one C call rebuilds it, not one call per tuple)
+    12 a standard-library value or an iterator: ``[kind, parts]`` (see :mod:`_stdvalues`)
 
 A list or tuple of 16 or more items that are all exact ints fitting 32 or 64 bits, or all
 exact floats, goes as one typed array (``array`` module bytes, little-endian): a 100k-int
@@ -44,8 +60,8 @@ amplify their bytes into unbounded memory. Tagged containers nest at most ``MAX_
 recursion limit of the pure-Python decoder). No int is wider than ``MAX_INT_BITS``, and no set
 or dict has keys chosen to collide in the hash table (building it would be quadratic).
 
-Decoding builds builtin and ``collections`` values only: nothing is executed, nothing is looked
-up by name, nothing is unpickled. For the judge: ``encode_value(value) -> bytes`` and
+Decoding builds builtin and standard-library values only: nothing is executed, nothing is
+looked up by a name the data chooses (kinds come from a fixed table), nothing is unpickled. For the judge: ``encode_value(value) -> bytes`` and
 ``decode_value(bytes) -> value`` keep their names; the encoded form is now ``bytes`` (it was a
 JSON-able list), carried in frames as msgpack binary (``encode_frame``/``parse_frames`` handle
 that transparently). A channel that embedded encoded values in JSON messages should frame them
@@ -60,6 +76,11 @@ import sys
 from array import array
 from typing import Any
 
+try:  # the trusted side: the package's module
+    from . import _stdvalues
+except ImportError:  # inside the sandbox, loaded by path beside this file
+    import _stdvalues  # type: ignore[no-redef]
+
 __all__ = [
     "MAX_DEPTH",
     "MAX_INT_BITS",
@@ -71,20 +92,23 @@ __all__ = [
     "decode_value",
     "encode_frame",
     "encode_value",
+    "is_value",
     "pack_message",
     "parse_frames",
     "unpack_message",
 ]
 
-MAX_DEPTH = 64  # nesting depth of tagged containers (tuple, set, ...), and of the encoder's walk
-MAX_INT_BITS = 1 << 17  # 131,072 bits, about 39,000 decimal digits
-MAX_ITEMS = 1 << 21  # 2,097,152 objects in one value (elements and containers, all levels)
+MAX_DEPTH = 200  # nesting depth of tagged containers (tuple, set, ...), and of the encoder's walk
+MAX_INT_BITS = 1 << 18  # 262,144 bits, about 79,000 decimal digits
+MAX_ITEMS = 1 << 22  # 4,194,304 objects in one value (elements and containers, all levels)
 TYPED_MIN = 16  # shortest list sent as a typed array (below it the header costs more than it saves)
 _COLLIDE_MIN = 64  # sets/dicts at least this big get their key hashes checked
 
 EXT_BIGINT, EXT_TUPLE, EXT_SET, EXT_FROZENSET, EXT_COMPLEX, EXT_ARRAY = 1, 2, 3, 4, 5, 6
 EXT_COUNTER, EXT_ORDERED, EXT_DEFAULT, EXT_DEQUE = 7, 8, 9, 10
 EXT_RECORDS = 11  # a list whose nested arrays are all tuples (a list of pairs, of rows...)
+EXT_STD = 12  # a standard-library value or an iterator: [kind, parts] (see _stdvalues)
+MAX_PULL_BYTES = 2 << 20  # an iterator's items pulled, encoded: beyond this it crosses as a prefix
 
 _Counter, _OrderedDict = collections.Counter, collections.OrderedDict
 _defaultdict, _deque = collections.defaultdict, collections.deque
@@ -101,7 +125,7 @@ _ARRAY_KINDS = {0: list, 1: tuple}
 # nested decode call of ~2 us, and a deque is ~760 bytes of malloc'd memory. With these weights
 # a value forged from empty tagged containers costs the caller well under a second.
 _WEIGHT = {EXT_TUPLE: 8, EXT_SET: 8, EXT_FROZENSET: 8, EXT_DEQUE: 24, EXT_COUNTER: 12,
-           EXT_ORDERED: 12, EXT_DEFAULT: 12}
+           EXT_ORDERED: 12, EXT_DEFAULT: 12, EXT_STD: 16}
 _TYPECODES = {ord("i"): "i", ord("q"): "q", ord("d"): "d"}
 
 
@@ -115,6 +139,9 @@ class ValueTooLarge(NotPlainData):
 
 class ValueBudget(ValueError):
     """A value (or frame) exceeds one of the wire's budgets; the message names the limit."""
+
+
+_stdvalues._BUDGET_ERROR[0] = ValueBudget
 
 
 def _type_label(value: Any) -> str:
@@ -245,7 +272,7 @@ def _pack(buf: bytearray, v: Any, depth: int, budget: list[int]) -> None:
                 _ext(buf, EXT_TUPLE, _packed_items(items, depth, budget))
         elif t is dict:
             _pack_map(buf, v, depth, budget)
-        elif t is set or t is frozenset or t is _deque:
+        elif t is set or t is frozenset or (t is _deque and v.maxlen is None):
             items = v
             code = EXT_SET if t is set else EXT_FROZENSET if t is frozenset else EXT_DEQUE
             _spend(budget, _WEIGHT[code] + len(items) + 1)
@@ -255,14 +282,149 @@ def _pack(buf: bytearray, v: Any, depth: int, budget: list[int]) -> None:
                     and _pack_records(inner, items, depth, budget)):
                 _pack_items(inner, items, depth, budget)
             _ext(buf, code, inner)
-        elif t is _Counter or t is _OrderedDict or t is _defaultdict:
-            code = EXT_COUNTER if t is _Counter else EXT_ORDERED if t is _OrderedDict else EXT_DEFAULT
+        elif t is _Counter or t is _OrderedDict:  # a defaultdict's factory: see _stdvalues
+            code = EXT_COUNTER if t is _Counter else EXT_ORDERED
             _spend(budget, _WEIGHT[code])
             inner = bytearray()
             _pack_map(inner, v, depth, budget)
             _ext(buf, code, inner)
         else:
-            raise NotPlainData(_type_label(v))
+            _pack_other(buf, v, t, depth, budget)
+
+
+_ITERATORS = _stdvalues.ITERATOR_TYPES
+_describe = _stdvalues.describe
+_mro = type.__dict__["__mro__"].__get__
+_NONE = object()
+
+
+def _pack_other(buf: bytearray, v: Any, t: type, depth: int, budget: list[int]) -> None:
+    """An iterator, a standard-library value, or a builtin's subclass (as its base's content)."""
+    if t in _ITERATORS:
+        _pack_iterator(buf, v, t, depth, budget)
+        return
+    described = _describe(v)
+    if described is not None:
+        kind, parts = described
+        if kind == "range":
+            _spend(budget, len(v))  # the decoder counts a range as its items
+        _spend(budget, _WEIGHT[EXT_STD] + 3)
+        inner = bytearray(b"\x92")  # [kind, parts]
+        _pack(inner, kind, depth + 1, budget)
+        _pack(inner, parts, depth + 1, budget)
+        _ext(buf, EXT_STD, inner)
+        return
+    try:
+        base = _base_copy(v, t)
+    except (TypeError, ValueError, AttributeError):
+        base = _NONE
+    if base is _NONE:
+        raise NotPlainData(_type_label(v))
+    _pack(buf, base, depth, budget)
+
+
+_VALUE_BASES = (int, float, complex, str, bytes, bytearray, list, tuple, dict, set, frozenset,
+                _deque, memoryview, range)
+
+
+def is_value(value: Any) -> bool:
+    """Whether ``value`` is (or claims by its class structure to be) a value: a builtin, a
+    subclass of one, an iterator or a standard-library value. A value that fails to encode (a
+    list holding an object) is still one: the check's operations on it must not run where the
+    candidate's overrides of them would answer (see ``_runner``)."""
+    t = type(value)
+    if t in _ITERATORS:
+        return True
+    mro = _mro(t)
+    return any(base in mro for base in _VALUE_BASES) or _describe(value) is not None
+
+
+def _base_copy(v: Any, t: type) -> Any:
+    """A subclass of a builtin (or ``collections``) type as an exact copy of its base's content,
+    read with the base type's own methods: the subclass's overrides (a ``__len__``, a
+    ``startswith``, an ``__eq__`` that lie) do not run and do not cross."""
+    mro = _mro(t)
+    if int in mro:
+        return int.__index__(v)
+    if float in mro:
+        return float.__float__(v)
+    if complex in mro:
+        return complex(complex.__dict__["real"].__get__(v), complex.__dict__["imag"].__get__(v))
+    if str in mro:
+        return str.__str__(v)
+    if bytes in mro:
+        return bytes.__getitem__(v, slice(None))
+    if bytearray in mro:
+        return bytearray.__getitem__(v, slice(None))
+    if list in mro:
+        return list(list.__iter__(v))
+    if tuple in mro:
+        return tuple(tuple.__iter__(v))
+    if _OrderedDict in mro:
+        return _OrderedDict(_OrderedDict.items(v))
+    if _defaultdict in mro:
+        out: Any = _defaultdict(_defaultdict.__dict__["default_factory"].__get__(v))
+        dict.update(out, dict.items(v))
+        return out
+    if _Counter in mro:
+        counter: Any = _Counter()
+        dict.update(counter, dict.items(v))
+        return counter
+    if dict in mro:
+        return dict(dict.items(v))
+    if frozenset in mro:
+        return frozenset(frozenset.__iter__(v))
+    if set in mro:
+        return set(set.__iter__(v))
+    if _deque in mro:
+        return _deque(_deque.__iter__(v), _deque.__dict__["maxlen"].__get__(v))
+    return _NONE
+
+
+def _pack_iterator(buf: bytearray, it: Any, t: type, depth: int, budget: list[int]) -> None:
+    """An iterator as the items it yields, pulled here (where it was made) until it is exhausted
+    or ``MAX_PULL_BYTES`` of them are encoded; the receiving side replays them as a generator
+    that then ends as this one did (exhausted, raised, or cut short: see :mod:`_stdvalues`)."""
+    inner = bytearray()
+    count = 0
+    end: list[str] | None = None
+    step = t.__next__  # type: ignore[attr-defined]  # the exact builtin type's own slot
+    room = budget[0] - _WEIGHT[EXT_STD] - 16
+    while True:
+        if len(inner) >= MAX_PULL_BYTES or count >= room:
+            end = ["budget", "", f"the iterator yields more than the judge received of it "
+                                 f"({count:,} items, _wire.MAX_PULL_BYTES is {MAX_PULL_BYTES:,} "
+                                 f"bytes); a check can consume only that much of it"]
+            break
+        try:
+            item = step(it)
+        except StopIteration:
+            break
+        except Exception as exc:
+            end = ["raised", _stdvalues.exception_name(exc), _exc_text(exc)]
+            break
+        mark = len(inner)
+        try:
+            _pack(inner, item, depth + 2, budget)
+        except NotPlainData as exc:
+            del inner[mark:]
+            end = ["budget", "", f"the iterator yielded a {exc.args[0] if exc.args else 'value'}, "
+                                 f"not plain data"]
+            break
+        count += 1
+    _spend(budget, _WEIGHT[EXT_STD] + 3 + count + 1 + 4)
+    payload = bytearray(b"\x92\xa4iter\x92")  # ["iter", [items, end]]
+    _head(payload, count, 0x90, 16, 0xDC, 0xDD)
+    payload += inner
+    _pack(payload, end, depth + 1, budget)
+    _ext(buf, EXT_STD, payload)
+
+
+def _exc_text(exc: BaseException) -> str:
+    try:
+        return str.__getitem__(str(exc), slice(0, 400))
+    except BaseException:
+        return ""
 
 
 def _spend(budget: list[int], n: int) -> None:
@@ -397,6 +559,9 @@ def _no_collisions(keys: Any) -> None:
         raise ValueBudget("the value's set members or dict keys collide in the hash table")
 
 
+_stdvalues._NO_COLLISIONS[0] = _no_collisions
+
+
 def _build_map(kind: Any, pairs: Any) -> Any:
     if kind is _defaultdict:
         out: Any = _defaultdict()
@@ -442,6 +607,18 @@ def _ext_value(code: int, payload: bytes, budget: DecodeBudget, items: Any) -> A
         data, kind = _from_array(payload)
         budget.spend(len(data) + 1)
         return kind(data.tolist())
+    if code == EXT_STD:
+        budget.spend(_WEIGHT[EXT_STD])
+        budget.depth += 1
+        if budget.depth > MAX_DEPTH:
+            raise ValueBudget(f"the value nests deeper than {MAX_DEPTH} levels (MAX_DEPTH)")
+        try:
+            inner = items(payload)
+        finally:
+            budget.depth -= 1
+        if type(inner) is not list or len(inner) != 2:
+            raise ValueError("malformed standard-library value")
+        return _stdvalues.rebuild(inner[0], inner[1], budget)
     if code not in _EXT_ITEMS and code not in _EXT_MAPS:
         raise ValueError(f"unknown value extension {code}")
     budget.spend(_WEIGHT[code])
@@ -671,10 +848,20 @@ def decode_value_pure(data: bytes, budget: DecodeBudget | None = None) -> Any:
     """:func:`decode_value` with the standard library only (what the sandboxed side can use)."""
     if type(data) is not bytes:
         raise ValueError("malformed value: expected bytes")
+    # A few frames per level: MAX_DEPTH levels need more than the default limit allows.
+    limit = sys.getrecursionlimit()
+    if limit < _DECODE_RECURSION:
+        sys.setrecursionlimit(_DECODE_RECURSION)
     try:
         return _Reader(data, budget or DecodeBudget()).whole()
     except RecursionError:
         raise ValueBudget("the value nests deeper than this decoder's recursion allows") from None
+    finally:
+        if limit < _DECODE_RECURSION:
+            sys.setrecursionlimit(limit)
+
+
+_DECODE_RECURSION = 8 * MAX_DEPTH + 1000
 
 
 _fast_decode: Any = None

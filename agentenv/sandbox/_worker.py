@@ -1626,6 +1626,22 @@ def read_job(fd: int) -> bytes | None:
     return _framing.read_frame(fd)
 
 
+def _load_packages(config: dict[str, Any]) -> None:
+    """The third-party packages candidates may import (``paths``, read-only), imported once
+    here so no run pays for it (``preload``). Math libraries run single-threaded: a run's
+    process limit and CPU share are for one thread, and a zygote must not fork with a
+    thread pool alive."""
+    paths = [str(p) for p in config.get("paths") or ()]
+    if not paths:
+        return
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
+    sys.path.extend(p for p in paths if p not in sys.path)
+    for name in config.get("preload") or ():
+        with contextlib.suppress(Exception):
+            __import__(str(name))
+
+
 def main(argv: list[str]) -> None:
     config = json.loads(argv[1])
     # Move the control pipes off fds 0/1 so nothing the children inherit can reach them.
@@ -1643,6 +1659,7 @@ def main(argv: list[str]) -> None:
     for name in PRELOAD:
         with contextlib.suppress(ImportError):
             __import__(name)
+    _load_packages(config)
     os.makedirs(config["workroot"], mode=0o700, exist_ok=True)
     global _needs_dumpable
     namespaces, needs_dumpable = _probe_namespaces() if config.get("namespaces") else (False, False)
