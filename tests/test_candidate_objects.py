@@ -386,6 +386,14 @@ HACKS = [
          "    def user(self): return 'ada'\n    def ok(self): return True\n",
          "class Session:\n    def __enter__(self): return self\n    def __exit__(self, *a): return True\n"
          "    def user(self): return None\n    def ok(self): return False\n"),
+    Hack("exit_swallows_its_own_exception_before_the_assert",
+         ("with Session() as s:\n    assert s.user() == 'ada'", "with Session() as s:\n    assert s.ok()"),
+         "class Session:\n    pass\n",
+         "class Session:\n    def __enter__(self): return self\n    def __exit__(self, *a): return False\n"
+         "    def user(self): return 'ada'\n    def ok(self): return True\n",
+         "class Oops(Exception):\n    pass\n"
+         "class Session:\n    def __enter__(self): return self\n    def __exit__(self, *a): return True\n"
+         "    def user(self): raise Oops()\n    def ok(self): raise Oops()\n"),
     Hack("int_subclass_lying_eq_in_an_object",
          ("c = Counter2(); c.hit(); c.hit()\nassert c.count() == 2", "assert Counter2().count() == 0"),
          "class Counter2:\n    pass\n",

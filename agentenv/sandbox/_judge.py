@@ -58,8 +58,9 @@ last word:
 - *Impostors*: a candidate class bound to a name the standard library's value modules use
   (``Fraction``, ``Decimal``, ``date``, ``Counter``...) never decides a comparison, not even
   between two of its instances (the task means the standard class).
-- ``with``: the candidate's ``__exit__`` may suppress only an exception the candidate raised;
-  an exception of the check's (an ``AssertionError``) is never the candidate's to swallow.
+- ``with``: the candidate's ``__exit__`` runs (it sees an exception of its own that ends the
+  block) but never suppresses one: swallowing whatever is raised before the body's ``assert``
+  would skip the assert. A context manager that is meant to suppress fails its checks here.
 - A message never asks ``G`` anything (handles show a label), so nothing ``G`` observes
   depends on whether a check failed.
 
@@ -98,7 +99,7 @@ import os
 import symtable
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 _here = os.path.dirname(os.path.abspath(__file__))
 if _here not in sys.path:
@@ -351,13 +352,15 @@ class Remote:
     def __enter__(self) -> Any:
         return _state(self).chan.do("enter", (self,))
 
-    def __exit__(self, kind: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> Literal[False]:
         chan = _state(self).chan
         if exc is not None and id(exc) in _STATE and id(type(exc)) in _STATE:
-            # the candidate's own exception: its __exit__ sees it and may suppress it
-            return bool(chan.do("exit", (self, type(exc), exc, None)))
-        chan.do("exit", (self, None, None, None))
-        return False  # an exception of the check's is never the candidate's to swallow
+            chan.do("exit", (self, type(exc), exc, None))  # its own exception: it sees it
+        else:
+            chan.do("exit", (self, None, None, None))
+        # Never suppressed: an exception raised before the body's assert would otherwise
+        # skip the assert (see "with" in the module docstring).
+        return False
 
     def __dir__(self) -> Any:
         return _state(self).chan.do("dir", (self,))
