@@ -196,7 +196,7 @@ MAX_MIXED = 4096  # items of one container that holds candidate objects
 MAX_MIXED_DEPTH = 8
 MAX_BATCH = 256  # items of an iterator fetched in one request (the first request takes one)
 _MIXED: dict[type, str] = {list: "l", tuple: "t", set: "s", frozenset: "fs"}
-_BUILD: dict[str, Callable[[Any], Any]] = {"l": list, "t": tuple, "s": set, "fs": frozenset}
+_BUILD: dict[str, Callable[[Any], Any]] = dict(l=list, t=tuple, s=set, fs=frozenset)
 _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
     "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le,
     "gt": operator.gt, "ge": operator.ge}

@@ -609,7 +609,8 @@ _BASE_VALUE: dict[int, Callable[[Any], Any]] = {
     _id(dict): dict.copy, _id(set): set.copy, _id(frozenset): frozenset.copy,
 }
 _TAGS = {_id(list): "l", _id(tuple): "t", _id(set): "s", _id(frozenset): "fs"}
-_BUILDERS = {"l": list, "t": tuple, "s": set, "fs": frozenset}
+_BUILDERS = dict(l=list, t=tuple, s=set, fs=frozenset)
+_MAPS = (dict, types.MappingProxyType)  # exact mappings holding objects: handles, not refused
 MAX_MIXED = 4096  # items of one container sent item by item (it holds candidate objects)
 MAX_MIXED_DEPTH = 8
 
@@ -729,7 +730,9 @@ class _JudgeServer:
         except _ValueTooLarge as exc:  # plain data, over a wire budget: say which
             return ["b", str(exc.args[0])]
         except _NotPlainData as exc:
-            if _is_value(value):  # a value holding an object: no handle, its methods may lie
+            if _is_value(value) and _id(_type(value)) not in _TAGS and _type(value) not in _MAPS:
+                # a value holding an object (a list subclass, a Counter...): no handle, its
+                # methods may lie; an exact list, tuple or set is rebuilt below, handles inside
                 return ["b", f"a {_type_name_of(value)} that holds something that is not plain "
                              f"data ({exc.args[0] if exc.args else 'an object'})"]
             encoded = None
