@@ -67,7 +67,8 @@ __all__ = [
 # reader of a job to these sets.
 JOB = frozenset(("nonce", "code", "setup", "prelude", "items", "limits", "max_value_bytes",
                  "workdir", "env"))  # workdir, env: added by the pool for the worker that runs it
-JUDGE_JOB = frozenset(("role", "nonce", "setup", "prelude", "checks", "limits", "float_tolerance"))
+JUDGE_JOB = frozenset(("role", "nonce", "setup", "prelude", "checks", "limits", "float_tolerance",
+                       "imports"))  # imports: [[name, module, attribute], ...] the judge makes itself
 JUDGE_ROLE = "judge"  # a judge process's job says so under "role"
 
 # ------------------------------------------------------------------ job items (parent -> child)
