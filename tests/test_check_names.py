@@ -86,6 +86,13 @@ HONEST = [
       ("assert total(DATA) == 6", "for xs, want in CASES:\n    assert total(xs) == want",
        "assert total(DATA[:1]) == 2"),
       setup="DATA = [1, 2, 3]\nCASES = [([1], 1), ([2, 2], 4)]\n"),
+    P("candidate_module_object_outside_the_standard_library",
+      "import types\nm = types.ModuleType('mymod')\nm.f = lambda: 3\n",
+      ("assert m.f() == 3", "for i in range(2):\n    assert m.f() == 3", "assert m.f() == 4")),
+    P("setup_star_import_used_by_checks_and_the_candidate",
+      "def area(r):\n    return pi * r * r\n",
+      ("assert isclose(area(1), pi)", "assert floor(area(2)) == 12", "assert isclose(area(1), 3)"),
+      setup="from math import *\n"),
     P("candidate_patches_builtins_for_itself",
       "import builtins\nbuiltins.len = lambda x: 99\nbuiltins.type = lambda *a: object\n"
       "builtins.isinstance = lambda *a: False\n"
@@ -136,6 +143,11 @@ HACKS = [
      "class _Any:\n    def __getattr__(self, n):\n        return self\n    def __call__(self, *a, **k):\n        return self\n"
      "    def __eq__(self, o):\n        return True\n    def __bool__(self):\n        return True\n"
      "string = json = _Any()\ndef first():\n    return '?'\ndef blob():\n    return ''\n", "", ""),
+    ("setup_star_import_name_patched",
+     ("assert isclose(area(1), 3.14159, rel_tol=1e-3)", "assert floor(area(2)) == 12"),
+     "def area(r):\n    return 0.0\n",
+     "import math\nmath.isclose = lambda *a, **k: True\nmath.floor = lambda x: 12\ndef area(r):\n    return 0.0\n",
+     "from math import *\n", ""),
     ("setup_data_read_by_name",
      ("for i, want in CASES:\n    assert secret(i) == want", "assert secret(1) == CASES[1][1]"),
      "def secret(i):\n    return None\n",
@@ -192,6 +204,7 @@ def test_task_names_leave_out_builtins_a_prelude_rebinds_to_themselves() -> None
     assert {"isclose", "pi", "floor"} <= names
     assert "pow" not in names and "math" not in names  # builtins.pow again; ``math`` is trusted
     assert "*" in task_names("from some_package_nobody_has import *\n", "")
+    assert "isclose" in task_names("", "from math import *\n")  # a setup's star import too
 
 
 def test_candidate_imports_follow_the_last_binding() -> None:

@@ -112,7 +112,6 @@ def _binds(node: ast.stmt) -> set[str]:
     return names
 
 
-@functools.lru_cache(maxsize=8192)
 def _target_names(target: ast.AST) -> set[str]:
     """The names an assignment target binds: ``a``, ``a, *b``; not ``a.x`` or ``a[i]``."""
     if isinstance(target, ast.Name):
@@ -124,6 +123,7 @@ def _target_names(target: ast.AST) -> set[str]:
     return set()
 
 
+@functools.lru_cache(maxsize=8192)
 def bound_names(source: str) -> frozenset[str]:
     """The module-level names a program binds (assignments, imports, defs, loop targets...)."""
     tree = _parse(source)
@@ -154,29 +154,27 @@ def _star_names(module: str) -> frozenset[str] | None:
 def task_names(prelude: str, setup: str) -> frozenset[str]:
     """The names the task binds before the checks: its prelude's and its setup's.
 
-    A prelude name bound to the very builtin of that name (LiveCodeBench's
+    A name a star import binds to the very builtin of that name (LiveCodeBench's
     ``from builtins import *``) is left out: it means what the builtin means. ``import math``
     is left out too (``math`` is evaluated on the trusted side as it is). The result holds
-    :data:`UNKNOWN` when a prelude's star import cannot be expanded.
+    :data:`UNKNOWN` when a star import cannot be expanded.
     """
     names: dict[str, bool] = {}  # name -> bound to something other than the same-named builtin
-    tree = _parse(prelude) if prelude.strip() else None
-    for node in _module_level(tree) if tree is not None else ():
-        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
-            star = _star_names(node.module or "") if not node.level else None
-            if star is None:
-                names[UNKNOWN] = True
-                continue
-            source = sys.modules.get(node.module or "")
-            for name in star:
-                value = getattr(source, name, None)
-                names[name] = getattr(builtins, name, object()) is not value
-        else:
-            for name in _binds(node):
-                names[name] = True
-    if setup.strip():
-        for name in bound_names(setup):
-            names[name] = True
+    for source_text in (prelude, setup):
+        tree = _parse(source_text) if source_text.strip() else None
+        for node in _module_level(tree) if tree is not None else ():
+            if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+                star = _star_names(node.module or "") if not node.level else None
+                if star is None:
+                    names[UNKNOWN] = True
+                    continue
+                module = sys.modules.get(node.module or "")
+                for name in star:
+                    value = getattr(module, name, None)
+                    names[name] = getattr(builtins, name, object()) is not value
+            else:
+                for name in _binds(node):
+                    names[name] = True
     if _binds_plain_math(prelude) and _binds_plain_math(setup) and "math" in names:
         del names["math"]
     return frozenset(n for n, rebinds in names.items() if rebinds)
@@ -196,12 +194,13 @@ def _binds_plain_math(source: str) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=1024)
 def candidate_imports(code: str) -> dict[str, tuple[str, str]]:
     """The names the candidate's code binds at module level by importing from the standard
     library: ``{name: (module, attribute)}``, with ``attribute`` empty for a module itself.
 
     A check that reads one of them relies on the candidate having imported it (plain Python
-    semantics); the judge makes the same import itself.
+    semantics); the judge makes the same import itself. (Cached: callers must not mutate it.)
     """
     tree = _parse(code)
     if tree is None:

@@ -108,6 +108,7 @@ _rpc_send = _rpc.send
 _rpc_recv = _rpc.recv
 _RpcErrors = (_rpc.ChannelClosed, _rpc.ProtocolError)
 _ModuleType = type(sys)
+_STDLIB_NAMES = frozenset(getattr(sys, "stdlib_module_names", ()))
 _getattribute = object.__getattribute__
 
 
@@ -446,9 +447,11 @@ class _JudgeServer:
                 with contextlib.suppress(BaseException):
                     _sched_setaffinity(0, (cpu,))
             value = self.target(["n", message.get("n")])
-            if type(value) is _ModuleType:  # a module: its name only, the judge imports its own
-                try:
-                    return {"r": ["m", str(_module_name(value))]}
+            if type(value) is _ModuleType:  # a standard-library module: its name only, the
+                try:                          # judge imports its own
+                    name = str(_module_name(value))
+                    if str.partition(name, ".")[0] in _STDLIB_NAMES:
+                        return {"r": ["m", name]}
                 except BaseException:
                     pass
             return {"r": self.result(value)}
