@@ -263,6 +263,14 @@ HACKS = [
 
 
 # Hacks that still earn more than the stub: strict xfails, so a fix has to remove its name here.
+# learns_from_whether_the_next_call_arrives stays open by choice: under Python's semantics the
+# candidate's process must see exactly the calls Python makes, and those stop at the first
+# failed assert, so keeping the candidate's state faithful and hiding where a check failed
+# conflict. A fresh fork of the loaded candidate per check would hide it but loses the objects
+# earlier checks created (73 checks in 32 programs of the fidelity corpus reuse one: `s = Stack()`, then
+# `s.push(1)` in the next check); running a check on past a failed assert changes the state later
+# checks see; either one still leaks through side channels the sibling forks share (files in
+# /tmp, shared memory mapped at load, wall-clock time).
 OPEN = {
     "str_subclass_lying_startswith", "set_subclass_lying_issuperset", "list_subclass_lying_len_and_index",
     "fake_exception_named_like_a_builtin", "fake_builtin_exception_in_a_module",
