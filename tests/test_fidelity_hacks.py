@@ -268,8 +268,11 @@ HACKS = [
 # failed assert, so keeping the candidate's state faithful and hiding where a check failed
 # conflict. A fresh fork of the loaded candidate per check would hide it but loses the objects
 # earlier checks created (73 checks in 32 programs of the fidelity corpus reuse one: `s = Stack()`, then
-# `s.push(1)` in the next check); running a check on past a failed assert changes the state later
-# checks see; either one still leaks through side channels the sibling forks share (files in
+# `s.push(1)` in the next check). Forking only when no check reads an earlier check's or the
+# setup's names was tried (about 0.6 ms a fork): it closes this hack but makes
+# wrong/wrong_class_state a false pass (a class attribute `items = []` shared by every instance
+# is state Python carries from one check to the next). Running a check on past a failed assert
+# changes the state later checks see; and sibling forks still share side channels (files in
 # /tmp, shared memory mapped at load, wall-clock time).
 OPEN = {
     "str_subclass_lying_startswith", "set_subclass_lying_issuperset", "list_subclass_lying_len_and_index",
