@@ -17,7 +17,12 @@ from fidelity.harness import Program, plain_verdicts
 from support.attacks import strict_pool
 
 from agentenv.grading import plan_checks, run_tests
-from agentenv.grading.names import candidate_imports, setup_for_candidate, task_names
+from agentenv.grading.names import (
+    candidate_imports,
+    setup_acts_on_the_candidate,
+    setup_for_candidate,
+    task_names,
+)
 from agentenv.sandbox import SandboxPool
 
 TOK = [secrets.token_hex(8) for _ in range(3)]
@@ -93,6 +98,11 @@ HONEST = [
       "def area(r):\n    return pi * r * r\n",
       ("assert isclose(area(1), pi)", "assert floor(area(2)) == 12", "assert isclose(area(1), 3)"),
       setup="from math import *\n"),
+    P("setup_acts_on_the_candidates_objects",
+      "class Cfg:\n    limit = 1\ndef cap(x):\n    return min(x, Cfg.limit)\n",
+      ("assert cap(5) == 5", "assert cap(50) == 10", "for x in (1, 2):\n    assert cap(x) == x",
+       "assert cap(11) == 11"),
+      setup="Cfg.limit = 10\nregistry = []\nregistry.append(cap)\n"),
     P("candidate_patches_builtins_for_itself",
       "import builtins\nbuiltins.len = lambda x: 99\nbuiltins.type = lambda *a: object\n"
       "builtins.isinstance = lambda *a: False\n"
@@ -222,3 +232,15 @@ def test_the_candidate_gets_only_the_setup_definitions_its_code_reads() -> None:
     assert "CASES" not in sent and "expected" not in sent and "exec" not in sent and "print" not in sent
     assert "def helper" in sent and "def inner" in sent and "setrecursionlimit" in sent
     assert setup_for_candidate(setup, "def f(x):\n    return x\n").count("def ") == 0
+
+
+def test_setup_statements_that_act_on_the_candidate_send_every_check_to_the_judge() -> None:
+    """Such a statement runs in the judge only (through its proxies), before its checks: a
+    trusted-side check, computed earlier in the candidate's process, would not see its effect."""
+    assert setup_acts_on_the_candidate("Cfg.limit = 10\n")
+    assert setup_acts_on_the_candidate("s = Solution()\n")
+    assert not setup_acts_on_the_candidate("import math\nTOL = 1e-9\nCASES = [(1, 2)]\n"
+                                           "def poly(x):\n    return helper(x)\n")
+    plan = plan_checks(["assert cap(5) == 5"], setup_code="Cfg.limit = 10\n")
+    assert plan.checks[0].mode == "judge"
+    assert plan_checks(["assert cap(5) == 5"], setup_code="TOL = 1\n").checks[0].mode == "trusted"

@@ -251,6 +251,28 @@ def _dotted(node: ast.expr) -> list[str] | None:
 
 
 @functools.lru_cache(maxsize=1024)
+def setup_acts_on_the_candidate(setup: str) -> bool:
+    """Whether a setup statement that runs in the judge only may act on the candidate's objects
+    (``Cfg.limit = 10``, ``s = Solution()``): it reads a name that neither the setup binds nor a
+    builtin or a standard-library module is. The judge applies such statements through its
+    proxies before its checks; the plan then grades every check there, so none runs before them.
+    """
+    tree = _parse(setup) if setup.strip() else None
+    if tree is None:
+        return False
+    own = bound_names(setup)
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        parts: list[ast.AST] = [*node.bases, *node.decorator_list] if isinstance(node, ast.ClassDef) else [node]
+        for n in (n for part in parts for n in _walk(part)):
+            if (isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in own
+                    and not hasattr(builtins, n.id) and n.id not in STDLIB_MODULES):
+                return True
+    return False
+
+
+@functools.lru_cache(maxsize=1024)
 def setup_for_candidate(setup: str, code: str) -> str:
     """The part of the task's setup the candidate's process runs (after the candidate's code).
 

@@ -127,12 +127,15 @@ def plan_checks(checks: Sequence[Check], *, setup_code: str = "", prelude: str =
     check), a standard-library module, or a name the candidate's ``code`` imports from the
     standard library is left to the judge process, where those names are the judge's own (the
     rule is :mod:`agentenv.grading.names`'); a trusted-side decomposition would evaluate them
-    in the candidate's process.
+    in the candidate's process. When a setup statement that only the judge runs may act on the
+    candidate's objects (``Cfg.limit = 10``), every check goes to the judge, after it.
     """
     helpers = _setup_names(setup_code)
     task = names.task_names(prelude or "", setup_code or "")
     imported = names.candidate_imports(code) if code else {}
     judged = task | imported.keys() | _STDLIB_NAMES
+    # setup statements that act on the candidate run in the judge, before its checks: all of them
+    everything = bool(setup_code) and names.setup_acts_on_the_candidate(setup_code)
     earlier: set[str] = set()
     plans = []
     read: set[str] = set()
@@ -142,7 +145,7 @@ def plan_checks(checks: Sequence[Check], *, setup_code: str = "", prelude: str =
         forced, reads = False, frozenset[str]()
         if isinstance(check, str):
             reads = names.read_names(check)
-            forced = bool(reads & judged or reads & earlier
+            forced = bool(everything or reads & judged or reads & earlier
                           or (names.UNKNOWN in task and reads - TRUSTED_NAMES))
             earlier |= names.bound_names(check)
         plan = _plan_one(index, check, helpers, forced)
