@@ -98,6 +98,11 @@ HONEST = [
       "def area(r):\n    return pi * r * r\n",
       ("assert isclose(area(1), pi)", "assert floor(area(2)) == 12", "assert isclose(area(1), 3)"),
       setup="from math import *\n"),
+    P("setup_import_with_a_fallback_used_by_the_candidate",
+      "def pairs(n):\n    return comb(n, 2)\n",
+      ("assert pairs(4) == 6", "assert pairs(2) == 1", "assert pairs(3) == 4"),
+      setup="try:\n    from math import comb\nexcept ImportError:\n    def comb(n, k):\n        return 0\n"
+            "CASES = [(4, 6)]\n"),
     P("setup_acts_on_the_candidates_objects",
       "class Cfg:\n    limit = 1\ndef cap(x):\n    return min(x, Cfg.limit)\n",
       ("assert cap(5) == 5", "assert cap(50) == 10", "for x in (1, 2):\n    assert cap(x) == x",
@@ -232,6 +237,10 @@ def test_the_candidate_gets_only_the_setup_definitions_its_code_reads() -> None:
     assert "CASES" not in sent and "expected" not in sent and "exec" not in sent and "print" not in sent
     assert "def helper" in sent and "def inner" in sent and "setrecursionlimit" in sent
     assert setup_for_candidate(setup, "def f(x):\n    return x\n").count("def ") == 0
+    guarded = "try:\n    from math import comb\nexcept ImportError:\n    comb = None\nif CASES:\n    def g():\n        return 1\n"
+    assert setup_for_candidate(guarded, "def f():\n    return comb, g\n") == ""  # data inside: not sent
+    fallback = "try:\n    from math import comb\nexcept ImportError:\n    def comb(n, k):\n        return 0\n"
+    assert "def comb" in setup_for_candidate(fallback, "def f():\n    return comb\n")
 
 
 def test_setup_statements_that_act_on_the_candidate_send_every_check_to_the_judge() -> None:

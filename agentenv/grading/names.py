@@ -272,6 +272,30 @@ def setup_acts_on_the_candidate(setup: str) -> bool:
     return False
 
 
+def _all_binds(node: ast.stmt) -> set[str]:
+    """The module-level names a statement binds, those of the statements it holds included."""
+    return set().union(*(_binds(n) for n in _module_level(ast.Module(body=[node], type_ignores=[]))))
+
+
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
+
+
+def _definitions_only(node: ast.stmt) -> bool:
+    """A definition, or an ``if``/``try`` whose statements are all definitions (or ``pass``)
+    and whose tests and handlers read only builtins and standard-library names."""
+    if isinstance(node, _DEFINITIONS):
+        return True
+    if not isinstance(node, (ast.If, ast.Try)):
+        return False
+    inner = _module_level(ast.Module(body=[node], type_ignores=[]))[1:]
+    if not all(isinstance(n, (*_DEFINITIONS, ast.Pass, ast.If, ast.Try)) for n in inner):
+        return False
+    heads: list[ast.AST] = [n.test for n in (node, *inner) if isinstance(n, ast.If)]
+    heads += [h.type for n in (node, *inner) if isinstance(n, ast.Try) for h in n.handlers if h.type]
+    reads = {x.id for head in heads for x in _walk(head) if isinstance(x, ast.Name)}
+    return all(hasattr(builtins, name) or name in STDLIB_MODULES for name in reads)
+
+
 @functools.lru_cache(maxsize=1024)
 def setup_for_candidate(setup: str, code: str) -> str:
     """The part of the task's setup the candidate's process runs (after the candidate's code).
@@ -280,7 +304,8 @@ def setup_for_candidate(setup: str, code: str) -> str:
     the definitions those read in turn; plus statements that bind nothing and read only
     builtins and the imports sent (``sys.setrecursionlimit(10**6)``, ``random.seed(0)``).
     Data the setup assigns is never sent: a candidate function that reads a setup variable
-    fails as if the setup had not defined it (see the README's "Setup code").
+    fails as if the setup had not defined it (the README's "The sandbox" says so). An ``if`` or
+    ``try`` that holds only such definitions (an import with a fallback) counts as one.
     """
     if not setup.strip():
         return ""
@@ -294,22 +319,20 @@ def setup_for_candidate(setup: str, code: str) -> str:
         if (isinstance(node, ast.Import) and all(a.name.split(".")[0] in STDLIB_MODULES for a in node.names)) or (isinstance(node, ast.ImportFrom) and not node.level and node.module
               and node.module.split(".")[0] in STDLIB_MODULES):
             keep.add(i)
-    definitions = [(i, node) for i, node in enumerate(body)
-                   if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
-                                        ast.Import, ast.ImportFrom))]
+    definitions = [(i, node) for i, node in enumerate(body) if _definitions_only(node)]
     changed = True
     while changed:
         changed = False
         for i, node in definitions:
-            if i in keep or not (_binds(node) & wanted):
+            if i in keep or not (_all_binds(node) & wanted):
                 continue
             keep.add(i)
             changed = True
             wanted |= {n.id for n in _walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     imported: set[str] = set()
     for i in keep:
-        if isinstance(body[i], (ast.Import, ast.ImportFrom)):
-            imported |= _binds(body[i])
+        if isinstance(body[i], (ast.Import, ast.ImportFrom, ast.If, ast.Try)):
+            imported |= _all_binds(body[i])
     for i, node in enumerate(body):
         if i in keep or not isinstance(node, ast.Expr):
             continue
