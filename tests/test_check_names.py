@@ -253,3 +253,34 @@ def test_setup_statements_that_act_on_the_candidate_send_every_check_to_the_judg
     plan = plan_checks(["assert cap(5) == 5"], setup_code="Cfg.limit = 10\n")
     assert plan.checks[0].mode == "judge"
     assert plan_checks(["assert cap(5) == 5"], setup_code="TOL = 1\n").checks[0].mode == "trusted"
+
+
+class _RecordingPool:
+    """Records the jobs run_tests hands the sandbox; runs nothing."""
+
+    level = "rlimits"
+
+    def __init__(self) -> None:
+        self.jobs: list[tuple[dict, dict | None]] = []
+
+    def run(self, job: dict, timeout: float, limits: object, judge: dict | None = None) -> object:
+        from agentenv.sandbox._pool import RawRun
+
+        self.jobs.append((job, judge))
+        return RawRun(result=b"", stdout="", stderr="", timed_out=False, seconds=0.0, died=None,
+                      isolation=self.level)
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_candidates_job_holds_no_setup_data_and_the_judges_holds_all_of_it() -> None:
+    pool = _RecordingPool()
+    setup = f"import math\nCASES = {list(enumerate(TOK))!r}\ndef helper(x):\n    return x\n"
+    run_tests("def secret(i):\n    return helper(i)\n",
+              ["for i, want in CASES:\n    assert secret(i) == want", "assert secret(0) == 0"],
+              setup_code=setup, pool=pool)  # type: ignore[arg-type]
+    (job, judge), = pool.jobs
+    assert not any(tok in repr(job) for tok in TOK)
+    assert "def helper" in job["setup"] and "import math" in job["setup"]
+    assert judge is not None and judge["setup"] == setup
