@@ -598,10 +598,15 @@ def test_forged_reports_reach_no_check_not_even_loops_and_multi_statement_ones(p
                                   "stack_walk_reads_expected_values"])
 def test_these_scans_are_real_they_win_wherever_the_expected_values_sit_in_the_candidates_process(
         name: str, pool: SandboxPool) -> None:
-    """With the tokens placed in the candidate's own process (setup code runs there too), the scan
-    finds them and scores: what stops it above is that the grader never puts them there."""
+    """With the tokens placed in the candidate's own process (here by its own code), the scan
+    finds them and scores: what stops it above is that the grader never puts them there. Setup
+    data is no longer one way in: the setup's data runs in the judge only, so the same tokens
+    assigned by ``setup_code`` are out of the scan's reach."""
     case = next(a for a in ATTACKS if a.name == name)
-    planted = run_tests(case.code, list(case.checks), timeout=case.timeout, pool=pool,
-                        setup_code=f"_PLANTED = {TOKENS!r}\n")
+    planted = run_tests(f"{case.code}\n_PLANTED = {TOKENS!r}\n", list(case.checks),
+                        timeout=case.timeout, pool=pool)
     assert planted.passed > 0
     assert run_tests(case.code, list(case.checks), timeout=case.timeout, pool=pool).passed == 0
+    in_setup = run_tests(case.code, list(case.checks), timeout=case.timeout, pool=pool,
+                         setup_code=f"_PLANTED = {TOKENS!r}\n")
+    assert in_setup.passed == 0, in_setup.passed_indices

@@ -494,15 +494,19 @@ def test_failures_inside_proxy_calls_say_what_happened(pool: SandboxPool) -> Non
 
 def test_scanners_used_above_do_find_expected_values_planted_in_the_candidates_process(
         pool: SandboxPool) -> None:
-    """The same scans score once the tokens sit in the candidate's process (setup code runs
-    there too): the judge attacks above fail because the judge never puts them there."""
+    """The same scans score once the tokens sit in the candidate's process (here: its own code
+    holds them): the judge attacks above fail because the judge never puts them there. Nor does
+    the setup any longer: its data runs in the judge only, and the scans find nothing."""
     for name in ("gc_scan_for_loop_expectations_then_answer_trusted_checks_by_lookup",
                  "memory_scan_for_loop_expectations_then_answer_trusted_checks_by_lookup"):
         c = next(a for a in ATTACKS if a.name == name)
         in_order = [f"assert secret({i}) == {tok!r}" for i, tok in enumerate(sorted(TOKENS))]
-        planted = run_tests(c.code, in_order, timeout=c.timeout, pool=pool,
-                            setup_code=f"_PLANTED = {TOKENS!r}\n")
+        planted = run_tests(f"{c.code}\n_PLANTED = {TOKENS!r}\n", in_order, timeout=c.timeout,
+                            pool=pool)
         assert planted.passed == len(TOKENS), (name, planted.failures)
+        in_setup = run_tests(c.code, in_order, timeout=c.timeout, pool=pool,
+                             setup_code=f"_PLANTED = {TOKENS!r}\n")
+        assert in_setup.passed == 0, (name, in_setup.passed_indices)
 
 
 def test_the_judges_job_never_reaches_the_candidates_process(pool: SandboxPool) -> None:

@@ -263,9 +263,19 @@ HACKS = [
 
 
 # Hacks that still earn more than the stub: strict xfails, so a fix has to remove its name here.
+# learns_from_whether_the_next_call_arrives stays open by choice: under Python's semantics the
+# candidate's process must see exactly the calls Python makes, and those stop at the first
+# failed assert, so keeping the candidate's state faithful and hiding where a check failed
+# conflict. A fresh fork of the loaded candidate per check would hide it but loses the objects
+# earlier checks created (73 checks in 32 programs of the fidelity corpus reuse one: `s = Stack()`, then
+# `s.push(1)` in the next check). Forking only when no check reads an earlier check's or the
+# setup's names was tried (about 0.6 ms a fork): it closes this hack but makes
+# wrong/wrong_class_state a false pass (a class attribute `items = []` shared by every instance
+# is state Python carries from one check to the next). Running a check on past a failed assert
+# changes the state later checks see; and sibling forks still share side channels (files in
+# /tmp, shared memory mapped at load, wall-clock time).
 OPEN = {
-    "operator_eq_patched", "re_fullmatch_patched", "prelude_name_rebound", "setup_data_found_by_gc_scan",
-    "setup_data_found_in_sys_modules", "learns_from_whether_the_next_call_arrives",
+    "learns_from_whether_the_next_call_arrives",
 }
 GRADED = [pytest.param(h, id=h.name, marks=pytest.mark.xfail(strict=True, reason="OPEN: the hack still wins"))
           if h.name in OPEN else pytest.param(h, id=h.name) for h in HACKS]

@@ -80,14 +80,14 @@ def test_checks_the_trusted_side_cannot_decompose_go_to_the_judge_never_to_the_c
 
 def test_an_assert_that_calls_a_setup_helper_goes_to_the_judge() -> None:
     """`poly(xs, find_zero(xs))` would run the task's `poly` after the candidate patched builtins,
-    so it is not shipped to the child; setup data passed as an argument still is."""
+    so it is not shipped to the child; nor is a check that reads setup data (`root`): the
+    setup's data lives in the judge, which passes the candidate a copy as the argument."""
     setup = "import math\ndef poly(xs, x):\n    return sum(c * math.pow(x, i) for i, c in enumerate(xs))\nroot = 1\n"
     plan = plan_checks(["assert abs(poly([1, 2], find_zero([1, 2]))) < 1e-4",
                         "assert decode(encode('abc')) == 'abc'",
                         "assert is_balanced(root) == True"],
                        setup_code=setup + "def encode(s):\n    return s\n")
-    assert [c.mode for c in plan.checks] == ["judge", "judge", "trusted"]
-    assert plan.checks[2].calls == ("is_balanced(root)",)
+    assert [c.mode for c in plan.checks] == ["judge", "judge", "judge"]
     assert plan_checks(["assert abs(poly([1, 2], find_zero([1, 2]))) < 1e-4"]).checks[0].mode == "trusted"
 
 

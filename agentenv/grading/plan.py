@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from types import CodeType
 from typing import Any, Literal
 
+from agentenv.grading import names
 from agentenv.sandbox import _schema as schema
 from agentenv.tasks.schema import Check, StdioCase
 
@@ -40,6 +41,8 @@ _TRUSTED_BUILTINS = (
 )
 TRUSTED_NAMES = frozenset((*_TRUSTED_BUILTINS, "math"))
 _SAFE_BUILTINS = {name: getattr(builtins, name) for name in _TRUSTED_BUILTINS}
+# Standard-library module names a check may read only in the judge (``math`` is evaluated here).
+_STDLIB_NAMES = names.STDLIB_MODULES - TRUSTED_NAMES
 
 # Nodes that bind names or suspend evaluation: a call under one of them cannot be shipped alone.
 _SCOPED = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.NamedExpr,
@@ -99,9 +102,14 @@ class CheckPlan:
 
 @dataclass(frozen=True)
 class Plan:
-    """The grading plan of a check list, in order."""
+    """The grading plan of a check list, in order.
+
+    ``imports`` are the candidate's standard-library imports that judge checks read
+    (``name, module, attribute``; see :mod:`agentenv.grading.names`): the judge makes them itself.
+    """
 
     checks: tuple[CheckPlan, ...]
+    imports: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def graded_in_judge(self) -> int:
@@ -122,25 +130,44 @@ class Plan:
                 for c in self.checks if c.mode == "judge"]
 
 
-def plan_checks(checks: Sequence[Check], *, setup_code: str = "",
-                judged: frozenset[int] = frozenset()) -> Plan:
+def plan_checks(checks: Sequence[Check], *, setup_code: str = "", prelude: str = "",
+                code: str = "", rerouted: frozenset[int] = frozenset()) -> Plan:
     """Decide, for each check, what the child computes and where the verdict is made.
 
-    ``setup_code`` is the task's setup: an assertion that calls a name it defines is left to the
-    judge process (see the module docstring). ``judged`` are indices of checks to leave to the
-    judge process whatever they look like: ones whose calls returned candidate objects on a
-    first run (:func:`agentenv.grading.run.run_tests` re-runs them so).
+    A check that reads a name the task binds (its ``prelude``, its ``setup_code``, an earlier
+    check), a standard-library module, or a name the candidate's ``code`` imports from the
+    standard library is left to the judge process, where those names are the judge's own (the
+    rule is :mod:`agentenv.grading.names`'); a trusted-side decomposition would evaluate them
+    in the candidate's process. When a setup statement that only the judge runs may act on the
+    candidate's objects (``Cfg.limit = 10``), every check goes to the judge, after it.
+    ``rerouted`` are indices of checks to leave to the judge process whatever they look like:
+    ones whose calls returned candidate objects on a first run
+    (:func:`agentenv.grading.run.run_tests` re-runs them so).
     """
     helpers = _setup_names(setup_code)
+    task = names.task_names(prelude or "", setup_code or "")
+    imported = names.candidate_imports(code) if code else {}
+    judged = task | imported.keys() | _STDLIB_NAMES
+    # setup statements that act on the candidate run in the judge, before its checks: all of them
+    everything = bool(setup_code) and names.setup_acts_on_the_candidate(setup_code)
+    earlier: set[str] = set()
     plans = []
+    read: set[str] = set()
     for index, check in enumerate(checks):
         if not isinstance(check, (str, StdioCase)):
             raise TypeError(f"check {index} must be a str or StdioCase, got {type(check).__name__}")
-        if index in judged and not isinstance(check, StdioCase):
-            plans.append(CheckPlan(index, check, "judge"))
-        else:
-            plans.append(_plan_one(index, check, helpers))
-    return Plan(tuple(plans))
+        forced, reads = False, frozenset[str]()
+        if isinstance(check, str):
+            reads = names.read_names(check)
+            forced = bool(index in rerouted or everything or reads & judged or reads & earlier
+                          or (names.UNKNOWN in task and reads - TRUSTED_NAMES))
+            earlier |= names.bound_names(check)
+        plan = _plan_one(index, check, helpers, forced)
+        if plan.mode == "judge":
+            read |= reads
+        plans.append(plan)
+    imports = tuple((n, *imported[n]) for n in sorted(read & imported.keys()))
+    return Plan(tuple(plans), imports)
 
 
 @functools.lru_cache(maxsize=256)
@@ -175,9 +202,12 @@ def _setup_names(setup_code: str) -> frozenset[str]:
 
 
 @functools.lru_cache(maxsize=8192)
-def _plan_one(index: int, check: Check, helpers: frozenset[str] = frozenset()) -> CheckPlan:
+def _plan_one(index: int, check: Check, helpers: frozenset[str] = frozenset(),
+              judge: bool = False) -> CheckPlan:
     if isinstance(check, StdioCase):
         return CheckPlan(index, check, "stdio")
+    if judge:
+        return CheckPlan(index, check, "judge")
     decomposed = _decompose(check, helpers)
     if decomposed is None:
         return CheckPlan(index, check, "judge")

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from agentenv.choices import Equality, IsolationLevel, values
 from agentenv.errors import ConfigError, IsolationUnavailable
 from agentenv.grading.judging import judge
+from agentenv.grading.names import setup_for_candidate
 from agentenv.grading.plan import Plan, plan_checks
 from agentenv.grading.redact import redact_result
 from agentenv.grading.result import RunResult
@@ -81,7 +82,9 @@ def run_tests(
     ``equality`` is how values are compared: ``"python"`` (Python's own ``==``: ``1 == 1.0``, a
     Counter equals a dict with its items) or ``"strict"`` (same exact type all the way down).
     ``prelude`` runs in the candidate's namespace before its code (a benchmark's implicit
-    imports, e.g. LiveCodeBench's).
+    imports, e.g. LiveCodeBench's). The judge runs prelude and ``setup_code`` itself; the
+    candidate's process gets only the setup's definitions its code reads
+    (:func:`~agentenv.grading.names.setup_for_candidate`), never the setup's data.
     """
     _validate(code_str, checks, timeout, isolation, float_tolerance, equality, prelude)
     limits = limits or DEFAULT_LIMITS
@@ -90,14 +93,15 @@ def run_tests(
         raise IsolationUnavailable(
             f"strict isolation was required but this sandbox pool runs at {pool.level!r}; "
             "install bubblewrap and allow unprivileged user namespaces, or pass isolation=None")
-    plan = plan_checks(checks, setup_code=setup_code or "")
+    plan = plan_checks(checks, setup_code=setup_code or "", prelude=prelude, code=code_str)
     result, objects = _run_plan(plan, code_str, timeout, setup_code, prelude, float_tolerance,
                                 equality, limits, pool)
     if objects and not result.timed_out:
         # Calls that returned candidate objects (not plain data): those checks run again in
         # the judge process, which holds such objects as handles. Whether a value is plain is
         # the candidate's own doing, never a verdict, so the second run reveals nothing.
-        plan = plan_checks(checks, setup_code=setup_code or "", judged=objects)
+        plan = plan_checks(checks, setup_code=setup_code or "", prelude=prelude, code=code_str,
+                           rerouted=objects)
         first = result.exec_seconds
         result, _ = _run_plan(plan, code_str, timeout, setup_code, prelude, float_tolerance,
                               equality, limits, pool)
@@ -116,7 +120,9 @@ def _run_plan(plan: Plan, code_str: str, timeout: float, setup_code: str, prelud
     run_seconds = limits.run_seconds(timeout, stdio_tests)
     child_limits = limits.for_child(run_seconds, nproc=pool.level == IsolationLevel.STRICT)
     job = {
-        "nonce": nonce, "code": code_str, "setup": setup_code or "", "prelude": prelude,
+        # the setup's data stays with the judge: the candidate gets the definitions it reads
+        "nonce": nonce, "code": code_str, "setup": setup_for_candidate(setup_code or "", code_str),
+        "prelude": prelude,
         "items": plan.job_items(), "limits": child_limits,
         "max_value_bytes": limits.max_result_bytes,
     }
@@ -127,6 +133,7 @@ def _run_plan(plan: Plan, code_str: str, timeout: float, setup_code: str, prelud
     judge_nonce = secrets.token_hex(16)
     judge_job = ({"role": "judge", "nonce": judge_nonce, "setup": setup_code or "",
                   "prelude": prelude, "checks": plan.judge_items(), "limits": child_limits,
+                  "imports": [list(item) for item in plan.imports],
                   "float_tolerance": float_tolerance}
                  if plan.needs_judge else None)
     raw = pool.run(job, float(run_seconds), limits, judge=judge_job)

@@ -5,14 +5,18 @@ the same pristine zygote as the candidate process ``G``, with the same isolation
 (task data is untrusted input too), for runs whose plan has checks the trusted side cannot
 decompose (loops, several statements, helper functions, names from the setup code). Its job is
 ``{"role": "judge", "nonce", "prelude", "setup", "checks": [{"i", "src"}, ...], "limits",
-"float_tolerance"}``; besides its
+"float_tolerance", "imports"}``; besides its
 result pipe it holds one descriptor: its end of the channel to ``G`` (:mod:`_rpc`). ``G`` never
 sees this job: not the checks, not their expected values, not the setup as the judge runs it.
 
-**Names.** The setup code, then each check, run here in one namespace with this process's own
-builtins and standard library. Every free global name that neither the setup nor the check
-binds, that is not a builtin and not a standard-library module, is looked up in the
-candidate's namespace when the check starts: ``G`` answers with plain data (a copy, rebuilt by
+**Names.** The prelude, the setup code, then each check, run here in one namespace with this
+process's own builtins and standard library; what they bind (earlier checks included) stays
+bound here, whatever the candidate rebinds. A name the candidate's code imported from the
+standard library (the job's ``imports``, read from its code by the parent) is imported here,
+fresh. Every other free global name that is not a builtin is looked up in the candidate's
+namespace when the check starts; a module there is answered with its name only, and a
+standard-library one is imported here (any other module stays unbound). Otherwise ``G``
+answers with plain data (a copy, rebuilt by
 :func:`_wire.decode_value`: only builtin and standard-library values are ever
 constructed here; an iterator consumed past what crossed of it fails the check, even if it
 caught that; a global or an
@@ -67,7 +71,8 @@ last word:
 A name the candidate does not define stays unbound (``NameError``, as in Python). Builtin names are the judge's own, except in a check that uses no
 other name at all and calls one builtin name (MBPP's task about its own ``sum``): there that
 builtin is the candidate's, as on the fast path. Standard-library modules are always the judge's own, so
-a candidate that patched ``math`` or ``sorted`` in its own process changes nothing here.
+a candidate that patched ``math``, ``re.fullmatch`` or ``sorted`` in its own process changes
+nothing here.
 
 With the job's ``float_tolerance``, each single ``==`` / ``!=`` of a check also holds for floats
 within that tolerance (absolute or relative), inside lists, tuples and dict values too, as on
@@ -92,12 +97,14 @@ import ast
 import builtins
 import collections
 import contextlib
+import functools
 import importlib
 import math
 import operator
 import os
 import symtable
 import sys
+import types
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -130,6 +137,7 @@ __all__ = ["MAX_NESTING", "Remote", "run_judge"]
 MAX_NESTING = 32  # calls between the check and the candidate nested inside each other
 MAX_MESSAGE = 400
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))
+_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, functools.partial)
 
 
 class _Gone(BaseException):
@@ -674,6 +682,12 @@ class _Channel:
         reply = self.request(message, name)
         if reply.get("x") == "NameError" and "e" not in reply:
             return False, None
+        result = reply.get("r")
+        if type(result) is list and len(result) == 2 and result[0] == "m":
+            # The candidate's name is bound to a module: a standard-library one is imported
+            # here, fresh (whatever the candidate did to its copy); any other is not plain data.
+            module = _stdlib_module(result[1])
+            return (False, None) if module is None else (True, module)
         value = self.outcome(reply, name)
         if isinstance(value, _Mirror):
             if name in _stdlib_value_names():
@@ -1081,8 +1095,10 @@ def _current_cpu() -> int | None:
 
 # -------------------------------------------------------------------- names
 
-def _free_globals(source: str) -> tuple[set[str], set[str]]:
-    """The global names a program reads but never binds, and the plain names it calls."""
+def _free_globals(source: str) -> tuple[set[str], set[str], set[str]]:
+    """The global names a program reads but never binds, the plain names it calls, and the
+    standard-library module names among them that it only uses as modules (``re.fullmatch``:
+    every use is the base of an attribute)."""
     table = symtable.symtable(source, "<check>", "exec")
     bound = {s.get_name() for s in table.get_symbols()
              if s.is_assigned() or s.is_imported() or s.is_namespace()}
@@ -1099,28 +1115,96 @@ def _free_globals(source: str) -> tuple[set[str], set[str]]:
             walk(child, False)
 
     walk(table, True)
-    called = {n.func.id for n in ast.walk(ast.parse(source))
+    tree = ast.parse(source)
+    called = {n.func.id for n in ast.walk(tree)
               if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-    return free, called & free
+    bases = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    other = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in bases}
+    modules = {name for name in free & _STDLIB if name not in other}
+    return free, called & free, modules
 
 
-def _bind(names: tuple[set[str], set[str]], ns: dict[str, Any], chan: _Channel, *,
-          check: bool) -> list[str]:
+def _stdlib_module(name: Any) -> Any:
+    """The judge's own import of a standard-library module, or None."""
+    if type(name) is not str or name.split(".")[0] not in _STDLIB:
+        return None
+    try:
+        return importlib.import_module(name)
+    except BaseException:
+        return None
+
+
+def _imported(entry: Any) -> tuple[bool, Any]:
+    """The judge's own copy of what the candidate imported from the standard library:
+    ``[name, module, attribute]`` (attribute empty for the module itself)."""
+    _name, module_name, attribute = [*list(entry), "", "", ""][:3]
+    module = _stdlib_module(module_name)
+    if module is None:
+        return False, None
+    if not attribute:
+        return True, module
+    try:
+        return True, getattr(module, str(attribute))
+    except AttributeError:
+        sub = _stdlib_module(f"{module_name}.{attribute}")  # ``from concurrent import futures``
+        return (sub is not None), sub
+
+
+class _Imported:
+    """A function the candidate imported from the standard library, as a check sees it: the
+    judge's own, except when a call passes it one of the candidate's objects (``astuple(p)``).
+    That object exists only in the candidate's process, so the call is the candidate's binding
+    of the name, run there: Python's verdict, where the candidate controls the object anyway.
+    Plain arguments never reach the candidate's copy of the function."""
+
+    __slots__ = ("_chan", "_fn", "_name")
+
+    def __init__(self, fn: Any, name: str, chan: _Channel) -> None:
+        self._fn, self._name, self._chan = fn, name, chan
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if any(type(a) is Remote for a in (*args, *kwargs.values())):
+            defined, theirs = self._chan.lookup(self._name)
+            if defined and type(theirs) is Remote:
+                return theirs(*args, **kwargs)
+        return self._fn(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(object.__getattribute__(self, "_fn"), name)
+
+    def __repr__(self) -> str:
+        return repr(self._fn)
+
+
+def _bind(names: tuple[set[str], set[str], set[str]], ns: dict[str, Any], chan: _Channel, *,
+          check: bool, imports: dict[str, Any] | None = None) -> list[str]:
     """Bind a program's free names (``_free_globals``' answer for it) in ``ns``; returns the
     proxies it added.
 
-    Only a ``check`` may get the candidate's version of a builtin name: setup code is helper
-    code, and its builtins are always the judge's own.
+    A name the task binds is already in ``ns``. A name the candidate imported from the standard
+    library (``imports``, read from its code by the parent) is the judge's own import; so is a
+    standard-library module name the program only uses as a module (``math.isclose``: whatever
+    the candidate bound to ``math``), and one the candidate's process says is a
+    standard-library module. Only a ``check`` may get the
+    candidate's version of a builtin name: setup code is helper code, and its builtins are
+    always the judge's own.
     """
-    free, called = names
+    free, called, modules = names
     added: list[str] = []
     for name in sorted(free):
         if name in ns:
             continue
-        if name in _STDLIB:
-            with contextlib.suppress(ImportError):
-                ns[name] = importlib.import_module(name)
-            continue
+        if name in modules:
+            module = _stdlib_module(name)
+            if module is not None:
+                ns[name] = module
+                continue
+        if imports and name in imports:
+            found, value = _imported(imports[name])
+            if found:
+                ns[name] = _Imported(value, name, chan) if isinstance(value, _FUNCTIONS) else value
+                added.append(name)
+                continue
         if hasattr(builtins, name):
             continue
         defined, value = chan.lookup(name)
@@ -1185,7 +1269,7 @@ def _compile(source: str, name: str, tolerance: float | None) -> Any:
 # -------------------------------------------------------------------- checks
 
 def _verdict(index: int, source: str, ns: dict[str, Any], chan: _Channel,
-             tolerance: float | None = None) -> dict[str, Any]:
+             tolerance: float | None = None, imports: dict[str, Any] | None = None) -> dict[str, Any]:
     base: dict[str, Any] = {TYPE: CHECK, INDEX: index}
     try:
         code = _compile(source, f"<check {index}>", tolerance)
@@ -1197,7 +1281,7 @@ def _verdict(index: int, source: str, ns: dict[str, Any], chan: _Channel,
     added: list[str] = []
     unreadable = _stdvalues.UNREADABLE[0]
     try:
-        added = _bind(names, ns, chan, check=True)
+        added = _bind(names, ns, chan, check=True, imports=imports)
         exec(code, ns)
     except BaseException as exc:
         error = exc
@@ -1252,6 +1336,8 @@ def run_judge(job: dict[str, Any], result_fd: int, peer_fd: int) -> None:
     tolerance = float(raw_tolerance) if isinstance(raw_tolerance, (int, float)) else None
     if tolerance is not None:
         ns[_CLOSE] = lambda a, b: _close(a, b, tolerance)
+    imports = {str(entry[0]): entry for entry in job.get("imports") or ()
+               if type(entry) is list and len(entry) == 3}
     label = "setup"
     try:
         # The task's prelude (a benchmark's implicit imports), then its setup: the judge's own.
@@ -1267,7 +1353,8 @@ def run_judge(job: dict[str, Any], result_fd: int, peer_fd: int) -> None:
                   MESSAGE: f"{label}: {chan.broken if gone else _message(exc)}"})
     else:
         for item in job.get("checks", ()):
-            out.send(_verdict(int(item[ITEM_INDEX]), str(item[CHECK_SOURCE]), ns, chan, tolerance))
+            out.send(_verdict(int(item[ITEM_INDEX]), str(item[CHECK_SOURCE]), ns, chan, tolerance,
+                              imports))
     with contextlib.suppress(OSError):
         os.close(peer_fd)
     out.send({TYPE: DONE})

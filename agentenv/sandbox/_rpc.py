@@ -43,6 +43,12 @@ import os
 import sys
 from typing import Any
 
+# The builtins this module's functions use: a copy taken when it is imported, before any
+# candidate code runs in this process. A function binds its builtins from here when it is
+# defined, so a candidate that patches ``builtins.len``, ``type`` or ``isinstance`` changes
+# nothing this module does (the candidate's own namespace keeps the real ``builtins``).
+globals()["__builtins__"] = dict(vars(__import__("builtins")))
+
 _here = os.path.dirname(os.path.abspath(__file__))
 if _here not in sys.path:
     sys.path.insert(0, _here)

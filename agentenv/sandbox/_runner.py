@@ -49,6 +49,12 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+# The builtins this module's functions use: a copy taken when it is imported, before any
+# candidate code runs in this process. A function binds its builtins from here when it is
+# defined, so a candidate that patches ``builtins.len``, ``type`` or ``isinstance`` changes
+# nothing this module does (the candidate's own namespace keeps the real ``builtins``).
+globals()["__builtins__"] = dict(vars(__import__("builtins")))
+
 _here = os.path.dirname(os.path.abspath(__file__))
 if _here not in sys.path:
     sys.path.insert(0, _here)
@@ -126,6 +132,14 @@ _ValueTooLarge = _wire.ValueTooLarge
 _rpc_send = _rpc.send
 _rpc_recv = _rpc.recv
 _RpcErrors = (_rpc.ChannelClosed, _rpc.ProtocolError)
+_ModuleType = type(sys)
+_STDLIB_NAMES = frozenset(getattr(sys, "stdlib_module_names", ()))
+_getattribute = object.__getattribute__
+
+
+def _module_name(module: Any) -> Any:
+    """A module's ``__name__`` as its dict holds it (no ``__getattr__`` of the module runs)."""
+    return _getattribute(module, "__name__")
 MAX_HANDLES = 100_000  # objects kept for the judge in one run
 _REQUESTS = ("name", "call", "get", "set", "del", "do", "take", "type", "base")
 
@@ -823,7 +837,15 @@ class _JudgeServer:
             if _type(cpu) is int:  # answer from the judge's CPU: a wake-up there costs half
                 with contextlib.suppress(BaseException):
                     _sched_setaffinity(0, (cpu,))
-            return {"r": self.result(self.target(["n", message.get("n")]), live=True)}
+            value = self.target(["n", message.get("n")])
+            if _type(value) is _ModuleType:  # a standard-library module: its name only, the
+                try:                           # judge imports its own
+                    name = str(_module_name(value))
+                    if str.partition(name, ".")[0] in _STDLIB_NAMES:
+                        return {"r": ["m", name]}
+                except BaseException:
+                    pass
+            return {"r": self.result(value, live=True)}
         if op == "do":  # a protocol operation on operands the judge names (handles, data)
             do, raw = _DO.get(_str(message.get("w"))), message.get("a")
             if do is None or _type(raw) is not list:

@@ -73,7 +73,8 @@ TEST_CPU = "cpu"  # under the job's "test_limit": CPU seconds each stdio program
 TEST_WALL = "wall"  # and the wall-clock seconds it may take (waiting for a core not counted)
 TEST_STARVED = "starved"  # up to this many times TEST_WALL in all
 TEST_OUTPUT = "out"  # bytes of stdout each stdio program may print
-JUDGE_JOB = frozenset(("role", "nonce", "setup", "prelude", "checks", "limits", "float_tolerance"))
+JUDGE_JOB = frozenset(("role", "nonce", "setup", "prelude", "checks", "limits", "float_tolerance",
+                       "imports"))  # imports: [[name, module, attribute], ...] the judge makes itself
 JUDGE_ROLE = "judge"  # a judge process's job says so under "role"
 
 # ------------------------------------------------------------------ job items (parent -> child)

@@ -81,6 +81,12 @@ try:  # the trusted side: the package's module
 except ImportError:  # inside the sandbox, loaded by path beside this file
     import _stdvalues  # type: ignore[no-redef]
 
+# The builtins this module's functions use: a copy taken when it is imported, before any
+# candidate code runs in this process. A function binds its builtins from here when it is
+# defined, so a candidate that patches ``builtins.len``, ``type`` or ``isinstance`` changes
+# nothing this module does (the candidate's own namespace keeps the real ``builtins``).
+globals()["__builtins__"] = dict(vars(__import__("builtins")))
+
 __all__ = [
     "MAX_DEPTH",
     "MAX_INT_BITS",

@@ -59,6 +59,11 @@ import sys
 import time
 from typing import Any, NoReturn
 
+# The builtins this module's functions use: a copy taken when it is imported, before any
+# candidate code runs in this process (the fork server's child runs candidate code, then this
+# module's code again), so a candidate that patches ``builtins.len`` changes nothing here.
+globals()["__builtins__"] = dict(vars(__import__("builtins")))
+
 _here = os.path.dirname(os.path.abspath(__file__))
 if _here not in sys.path:
     sys.path.append(_here)  # last: nothing in this directory may shadow a standard module
