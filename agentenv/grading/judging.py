@@ -16,7 +16,6 @@ returns: an error while judging one check fails that check with the error's mess
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -46,7 +45,7 @@ from agentenv.grading.values import (
     guarded_format,
 )
 from agentenv.sandbox import _schema as schema
-from agentenv.sandbox._stdvalues import Unreadable
+from agentenv.sandbox._stdvalues import Unreadable, loaded
 from agentenv.sandbox._wire import DecodeBudget, ValueBudget, decode_value
 from agentenv.tasks.schema import StdioCase
 
@@ -222,7 +221,7 @@ def _decode_value(data: Any, budget: Any) -> Any:
 
 
 def _array(value: Any) -> bool:
-    np = sys.modules.get("numpy")
+    np = loaded("numpy")
     return np is not None and isinstance(value, np.ndarray)
 
 

@@ -34,12 +34,12 @@ import collections
 import math
 import operator
 import string
-import sys
 from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import Any
 
 from agentenv.choices import Equality
+from agentenv.sandbox._stdvalues import loaded
 
 __all__ = [
     "COMPUTE_INT_BITS",
@@ -379,7 +379,7 @@ _BINOP_CHECKS: dict[str, Callable[[Any, Any], None]] = {
 
 def guarded_binop(op: str, a: Any, b: Any, compute: Callable[[Any, Any], Any]) -> Any:
     """``compute(a, b)`` for the operator ``op``, refused first when its result would pass a budget."""
-    np = sys.modules.get("numpy")
+    np = loaded("numpy")
     if np is not None and (isinstance(a, np.ndarray) or isinstance(b, np.ndarray)):
         _check_numpy_binop(np, op, a, b)
     else:
@@ -582,7 +582,7 @@ def guarded_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         return guard(*args, **kwargs)
     owner: Any = getattr(fn, "__self__", None)
     name = getattr(fn, "__name__", "")
-    np = sys.modules.get("numpy")
+    np = loaded("numpy")
     if np is not None and isinstance(owner, (np.ndarray, np.generic)):
         _check_numpy_method(np, owner, name, args)
     elif type(owner) in (str, bytes, bytearray) and name in _WIDENING:
