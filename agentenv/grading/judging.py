@@ -160,7 +160,8 @@ def judge(
         try:
             failure = _judge_one(cp, load, verdicts, judge_setup, stdio, calls, float_tolerance,
                                  equality, missing)
-        except Exception as exc:  # a fault of the judge on this value: that check fails, no more
+        except (Exception, Unreadable) as exc:  # a fault of the judge on this value: that
+            # check fails, no more
             failure = _failure(cp, "exception", f"the judge could not evaluate this check "
                                                 f"({_describe_error(exc)})")
         if failure is None:
