@@ -382,11 +382,22 @@ def guarded_binop(op: str, a: Any, b: Any, compute: Callable[[Any, Any], Any]) -
     np = loaded("numpy")
     if np is not None and (isinstance(a, np.ndarray) or isinstance(b, np.ndarray)):
         _check_numpy_binop(np, op, a, b)
+    elif op in _FRACTION_OPS and (isinstance(a, Fraction) or isinstance(b, Fraction)):
+        # Each of these reduces by a gcd, quadratic in the width of the parts.
+        if _bits(a) + _bits(b) > _FRACTION_BITS:
+            raise BudgetExceeded(f"Fraction arithmetic on parts of {_bits(a) + _bits(b):,} bits; "
+                                 f"the judge computes up to {_FRACTION_BITS:,} (a budget)")
+        if op == "**":
+            _check_pow(a, b)
     else:
         check = _BINOP_CHECKS.get(op)
         if check is not None:
             check(a, b)
     return compute(a, b)
+
+
+_FRACTION_OPS = frozenset(("+", "-", "*", "/", "//", "%", "**"))
+_FRACTION_BITS = 1 << 16
 
 
 def _check_numpy_binop(np: Any, op: str, a: Any, b: Any) -> None:
