@@ -16,6 +16,7 @@ import datetime
 import decimal
 import enum
 import fractions
+import operator
 from collections.abc import Iterator
 
 import pytest
@@ -23,7 +24,7 @@ from fidelity.harness import Program, agentenv_verdicts, plain_verdicts
 from support.attacks import strict_pool
 
 from agentenv.grading import run_tests
-from agentenv.grading.values import BudgetExceeded, guarded_call, guarded_format
+from agentenv.grading.values import BudgetExceeded, guarded_binop, guarded_call, guarded_format
 from agentenv.sandbox import SandboxPool, _stdvalues, _wire
 from agentenv.sandbox._stdvalues import Unreadable
 
@@ -381,6 +382,13 @@ def test_trusted_side_methods_on_values_are_budgeted() -> None:
         guarded_call((5).to_bytes, 10 ** 9, "big")
     with pytest.raises(BudgetExceeded):
         guarded_format(1, -1, "999999999")
+    big = fractions.Fraction(3 ** 50_000, 2 ** 70_000 + 1)
+    with pytest.raises(BudgetExceeded):
+        guarded_binop("*", big, big, operator.mul)  # each reduces by a quadratic gcd
+    with pytest.raises(BudgetExceeded):
+        guarded_binop("**", fractions.Fraction(2, 3), 10 ** 7, operator.pow)
+    assert guarded_binop("+", fractions.Fraction(1, 3), fractions.Fraction(1, 6),
+                         operator.add) == fractions.Fraction(1, 2)
     assert guarded_call("-".join, ["a", "b"]) == "a-b"
     assert guarded_format(3.14159, -1, ".2f") == "3.14"
 

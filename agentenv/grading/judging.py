@@ -16,7 +16,6 @@ returns: an error while judging one check fails that check with the error's mess
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -47,7 +46,7 @@ from agentenv.grading.values import (
     guarded_format,
 )
 from agentenv.sandbox import _schema as schema
-from agentenv.sandbox._stdvalues import Unreadable
+from agentenv.sandbox._stdvalues import Unreadable, loaded
 from agentenv.sandbox._wire import DecodeBudget, ValueBudget, decode_value
 from agentenv.tasks.schema import StdioCase
 
@@ -156,7 +155,8 @@ def judge(
         try:
             failure = _judge_one(cp, load, verdicts, judge_setup, stdio, calls, float_tolerance,
                                  equality, missing)
-        except Exception as exc:  # a fault of the judge on this value: that check fails, no more
+        except (Exception, Unreadable) as exc:  # a fault of the judge on this value: that
+            # check fails, no more
             failure = _failure(cp, "exception", f"the judge could not evaluate this check "
                                                 f"({_describe_error(exc)})")
         if failure is None:
@@ -217,7 +217,7 @@ def _decode_value(data: Any, budget: Any) -> Any:
 
 
 def _array(value: Any) -> bool:
-    np = sys.modules.get("numpy")
+    np = loaded("numpy")
     return np is not None and isinstance(value, np.ndarray)
 
 

@@ -34,12 +34,12 @@ import collections
 import math
 import operator
 import string
-import sys
 from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import Any
 
 from agentenv.choices import Equality
+from agentenv.sandbox._stdvalues import loaded
 
 __all__ = [
     "COMPUTE_INT_BITS",
@@ -379,14 +379,25 @@ _BINOP_CHECKS: dict[str, Callable[[Any, Any], None]] = {
 
 def guarded_binop(op: str, a: Any, b: Any, compute: Callable[[Any, Any], Any]) -> Any:
     """``compute(a, b)`` for the operator ``op``, refused first when its result would pass a budget."""
-    np = sys.modules.get("numpy")
+    np = loaded("numpy")
     if np is not None and (isinstance(a, np.ndarray) or isinstance(b, np.ndarray)):
         _check_numpy_binop(np, op, a, b)
+    elif op in _FRACTION_OPS and (isinstance(a, Fraction) or isinstance(b, Fraction)):
+        # Each of these reduces by a gcd, quadratic in the width of the parts.
+        if _bits(a) + _bits(b) > _FRACTION_BITS:
+            raise BudgetExceeded(f"Fraction arithmetic on parts of {_bits(a) + _bits(b):,} bits; "
+                                 f"the judge computes up to {_FRACTION_BITS:,} (a budget)")
+        if op == "**":
+            _check_pow(a, b)
     else:
         check = _BINOP_CHECKS.get(op)
         if check is not None:
             check(a, b)
     return compute(a, b)
+
+
+_FRACTION_OPS = frozenset(("+", "-", "*", "/", "//", "%", "**"))
+_FRACTION_BITS = 1 << 16
 
 
 def _check_numpy_binop(np: Any, op: str, a: Any, b: Any) -> None:
@@ -582,7 +593,7 @@ def guarded_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         return guard(*args, **kwargs)
     owner: Any = getattr(fn, "__self__", None)
     name = getattr(fn, "__name__", "")
-    np = sys.modules.get("numpy")
+    np = loaded("numpy")
     if np is not None and isinstance(owner, (np.ndarray, np.generic)):
         _check_numpy_method(np, owner, name, args)
     elif type(owner) in (str, bytes, bytearray) and name in _WIDENING:

@@ -164,8 +164,17 @@ def _replay(items: list[Any], end: Any) -> Any:
 
 
 def _numpy() -> Any:
-    """numpy if this process imported it (a value of its types can only exist then)."""
-    return _sys.modules.get("numpy")
+    """numpy if this process imported it (a value of its types can only exist then), and not
+    while another thread is still importing it."""
+    return loaded("numpy")
+
+
+def loaded(name: str) -> Any:
+    """The module ``name`` if it is imported and initialised, else None."""
+    module = _sys.modules.get(name)
+    if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
+        return None
+    return module
 
 
 # --------------------------------------------------------------------------- describing
@@ -474,7 +483,7 @@ def _rebuild_numpy(parts: list[Any], kind: str) -> Any:
 
 def _numpy_for_decode() -> Any:
     try:
-        import numpy
+        import numpy  # waits for a thread that is importing it
     except ImportError:
         return None
     return numpy
