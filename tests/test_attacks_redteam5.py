@@ -91,15 +91,13 @@ def test_a_child_flooding_the_pipes_past_the_end_neither_wedges_nor_delays_the_w
     end, and the candidate ends normally (or first forges FINISHED on fd 3). Each read of the
     drain finds more (16 rounds at most, then the answer); the run is killed first, so the
     flood stops with the pid namespace. Contained: the honest run passes (the forged marker
-    at most cuts the candidate's own run short: 0 or 1), answered within ~1 s, on the same worker,
-    and nothing is left."""
+    at most cuts the candidate's own run short: 0 or 1), the flooded run is answered before its
+    time limit (not a timeout), on the same worker, and nothing is left."""
     workers = pool.worker_pids
-    began = time.monotonic()
     result = run_tests(FLOOD_AFTER_END.replace("FORGE", forge), CHECK, timeout=1.0, pool=pool)
-    seconds = time.monotonic() - began
     # the forged marker ends the run only if the worker reads it before the frames behind it
     assert result.fraction in ((0.0, 1.0) if forge else (1.0,)), result.failures
-    assert seconds < 3.0, seconds
+    assert result.timed_out is False, result
     assert len(result.stdout) <= 64 * 1024 + 100
     honest_passes(pool)
     assert pool.worker_pids == workers
