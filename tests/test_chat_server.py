@@ -60,8 +60,10 @@ def post(body: Mapping[str, Any], *, extra: str = "", path: str = "/v1/chat/comp
 
 
 def test_a_reply_leaves_the_latency_after_its_request_arrived_and_waits_cost_no_thread() -> None:
-    """Forty requests against a 0.3 s server all come back after >= 0.3 s, together, not queued."""
-    with ChatServer(["ok"], latency=0.3) as server:
+    """Forty requests against a 1 s server all come back after >= 1 s, together, not queued:
+    when the fortieth request is in, most replies are still waiting (queued one by one, 39 would
+    have been answered). No elapsed time is bounded from above."""
+    with ChatServer(["ok"], latency=1.0) as server:
         threads_before = threading.active_count()
         times: list[float] = []
 
@@ -75,11 +77,12 @@ def test_a_reply_leaves_the_latency_after_its_request_arrived_and_waits_cost_no_
         for caller in callers:
             caller.start()
         _until(lambda: len(server.chat_requests) == 40)  # every request is in, its reply waiting
+        answered_by_then = len(times)
         server_threads = threading.active_count() - threads_before - sum(c.is_alive() for c in callers)
         for caller in callers:
             caller.join()
-    assert len(times) == 40 and min(times) >= 0.3
-    assert max(times) < 40 * 0.3 / 4  # generous: queued one by one would take 12 s
+    assert len(times) == 40 and min(times) >= 1.0  # a lower bound: load only adds to it
+    assert answered_by_then < 20, answered_by_then
     assert server_threads < 5  # waiting replies hold a timer each; a thread each would be ~40
 
 
