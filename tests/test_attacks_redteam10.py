@@ -11,7 +11,7 @@ again), stop the worker itself (nothing sends it SIGCONT), and reach the zygote'
 attributes, which every later run inherits. The judge's pinning is attacked from the candidate's
 side at the strict level, and honest programs are checked against the new syscall refusals and
 the give-up. Each test asserts the honest control afterwards: plain and judged, exactly 1.0, not
-timed out, in a few seconds. The three holes found (the stopped worker, the stray in vfork's
+timed out, with no worker waited out or given up on. The three holes found (the stopped worker, the stray in vfork's
 wait, the stray that outlived the give-up) are shut by the commit that merged these tests; a
 fourth defence came with them: a worker whose zygote's scheduling was changed reports itself
 unhealthy.
@@ -29,6 +29,7 @@ from collections.abc import Iterator
 
 import pytest
 from support.attacks import CLONE, strict_pool
+from support.hangs import worker_waits
 
 from agentenv.grading import run_tests
 from agentenv.sandbox import SandboxPool, _cgroup, _pool
@@ -36,7 +37,6 @@ from agentenv.sandbox import SandboxPool, _cgroup, _pool
 CHECK = ["assert f() == 1"]
 HONEST = "def f():\n    return 1\n"
 HONEST_CHECKS = ["assert f() == 1", "for _ in (1,):\n    assert f() == 1"]
-FAST = 2.5  # seconds an honest run (plain and judged) may take after an attack, any wait included
 
 
 def fallback(size: int = 1) -> SandboxPool:
@@ -44,12 +44,14 @@ def fallback(size: int = 1) -> SandboxPool:
 
 
 def honest_passes(pool: SandboxPool, times: int = 2) -> None:
-    for _ in range(times):
-        start = time.monotonic()
-        result = run_tests(HONEST, HONEST_CHECKS, timeout=1.0, pool=pool)
-        seconds = time.monotonic() - start
-        assert (result.fraction, result.timed_out) == (1.0, False), result.failures
-        assert seconds < FAST, f"the honest run took {seconds:.1f} s"
+    """The honest control after an attack, plain and judged: exactly 1.0, not timed out, and no
+    wait on the way (no worker left frozen past IDLE_TIMEOUT, no zygote that gave up its sweep:
+    either makes the pool report the worker unhealthy, see support.hangs.worker_waits)."""
+    with worker_waits() as waits:
+        for _ in range(times):
+            result = run_tests(HONEST, HONEST_CHECKS, timeout=1.0, pool=pool)
+            assert (result.fraction, result.timed_out) == (1.0, False), result.failures
+    assert waits == [], waits
 
 
 @pytest.fixture(scope="module")
@@ -270,13 +272,13 @@ HOLD = "import time\ndef f():\n    time.sleep(1.2)\n    return 1\n"
 
 
 def honest_until(pool: SandboxPool, until: float) -> None:
-    """Honest submissions one after another until ``until`` (monotonic): each must pass, fast."""
+    """Honest submissions one after another until ``until`` (monotonic): each must pass, and
+    none may wait out a frozen worker (the zygote's give-up replaces its worker: allowed)."""
     while time.monotonic() < until:
-        start = time.monotonic()
-        result = run_tests(HONEST, HONEST_CHECKS, timeout=1.0, pool=pool)
-        seconds = time.monotonic() - start
+        with worker_waits() as waits:
+            result = run_tests(HONEST, HONEST_CHECKS, timeout=1.0, pool=pool)
         assert (result.fraction, result.timed_out) == (1.0, False), result.failures
-        assert seconds < FAST + 6.0, f"the honest run took {seconds:.1f} s"  # a give-up's wait
+        assert not [w for w in waits if "did not answer in time" in w], waits
         time.sleep(0.2)
 
 

@@ -9,7 +9,7 @@ without a capability), keep a stray "moving" with SIGCONT timers so the sweep ne
 still, hold a stray in state D that SIGKILL does not end (a cgroup-v1 freezer), and check the
 new defences for false positives (a run that reschedules itself) and for a stray that tries to
 join the worker's process group to ride the parent's SIGCONT ticks. Each test asserts the honest
-control (plain and judged: exactly 1.0, not timed out, fast) after its attack.
+control (plain and judged: exactly 1.0, not timed out, no worker waited out) after its attack.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from collections.abc import Iterator
 
 import pytest
 from support.attacks import STOP_THE_ZYGOTES_CHILDREN, strict_pool
+from support.hangs import worker_waits
 
 from agentenv.grading import run_tests
 from agentenv.sandbox import SandboxPool
@@ -29,7 +30,6 @@ from agentenv.sandbox import SandboxPool
 CHECK = ["assert f() == 1"]
 HONEST = "def f():\n    return 1\n"
 HONEST_CHECKS = ["assert f() == 1", "for _ in (1,):\n    assert f() == 1"]
-FAST = 2.5  # seconds an honest run (plain and judged) may take after an attack, any wait included
 
 
 def fallback(size: int = 1) -> SandboxPool:
@@ -37,12 +37,14 @@ def fallback(size: int = 1) -> SandboxPool:
 
 
 def honest_passes(pool: SandboxPool, times: int = 2) -> None:
-    for _ in range(times):
-        start = time.monotonic()
-        result = run_tests(HONEST, HONEST_CHECKS, timeout=1.0, pool=pool)
-        seconds = time.monotonic() - start
-        assert (result.fraction, result.timed_out) == (1.0, False), result.failures
-        assert seconds < FAST, f"the honest run took {seconds:.1f} s"
+    """The honest control after an attack, plain and judged: exactly 1.0, not timed out, and no
+    wait on the way (no worker left frozen past IDLE_TIMEOUT, no zygote that gave up its sweep:
+    either makes the pool report the worker unhealthy, see support.hangs.worker_waits)."""
+    with worker_waits() as waits:
+        for _ in range(times):
+            result = run_tests(HONEST, HONEST_CHECKS, timeout=1.0, pool=pool)
+            assert (result.fraction, result.timed_out) == (1.0, False), result.failures
+    assert waits == [], waits
 
 
 def worker_pids(pool: SandboxPool) -> set[int]:

@@ -5,11 +5,11 @@ pool of one worker, so whatever an attack leaves lands on the run after it."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
 from support.attacks import strict_pool
+from support.hangs import worker_waits
 
 from agentenv.grading import RunResult, run_tests
 from agentenv.sandbox import Limits, SandboxPool
@@ -91,15 +91,13 @@ def test_a_child_flooding_the_pipes_past_the_end_neither_wedges_nor_delays_the_w
     end, and the candidate ends normally (or first forges FINISHED on fd 3). Each read of the
     drain finds more (16 rounds at most, then the answer); the run is killed first, so the
     flood stops with the pid namespace. Contained: the honest run passes (the forged marker
-    at most cuts the candidate's own run short: 0 or 1), answered within ~1 s, on the same worker,
-    and nothing is left."""
+    at most cuts the candidate's own run short: 0 or 1), the flooded run is answered before its
+    time limit (not a timeout), on the same worker, and nothing is left."""
     workers = pool.worker_pids
-    began = time.monotonic()
     result = run_tests(FLOOD_AFTER_END.replace("FORGE", forge), CHECK, timeout=1.0, pool=pool)
-    seconds = time.monotonic() - began
     # the forged marker ends the run only if the worker reads it before the frames behind it
     assert result.fraction in ((0.0, 1.0) if forge else (1.0,)), result.failures
-    assert seconds < 3.0, seconds
+    assert result.timed_out is False, result
     assert len(result.stdout) <= 64 * 1024 + 100
     honest_passes(pool)
     assert pool.worker_pids == workers
@@ -136,15 +134,15 @@ def test_a_run_that_is_slow_to_tear_down_only_delays_the_next_run_on_its_worker(
         pool: SandboxPool) -> None:
     """40 processes that each map 1 GiB and touch one page per 2 MiB (512 pages and 512 page
     tables each), left alive at a normal end: the idle report now waits until the zygote has
-    reaped the run. Contained if the next honest run passes on the same worker, its wait for
-    the idle report well under IDLE_TIMEOUT (10 s)."""
+    reaped the run. Contained if the next honest run passes on the same worker, the idle report
+    in before IDLE_TIMEOUT (10 s; missing it makes the pool log the worker unhealthy and replace
+    it)."""
     workers = pool.worker_pids
     result = run_tests(SLOW_TEARDOWN, CHECK, timeout=2.0, pool=pool)
-    began = time.monotonic()
-    honest_passes(pool)
-    waited = time.monotonic() - began
+    with worker_waits() as waits:
+        honest_passes(pool)
     assert result.fraction == 1.0, (result.failures, result.stderr[-500:])
-    assert waited < 3.0, waited
+    assert waits == [], waits
     assert pool.worker_pids == workers
     assert leftover_processes(pool) == []
 

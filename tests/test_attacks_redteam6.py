@@ -18,9 +18,10 @@ from collections.abc import Iterator
 
 import pytest
 from support.attacks import strict_pool
+from support.hangs import worker_waits
 
 from agentenv.grading import RunResult, run_tests
-from agentenv.sandbox import Limits, SandboxPool
+from agentenv.sandbox import SandboxPool
 from agentenv.sandbox.testing import leftover_processes
 from agentenv.tasks.schema import StdioCase
 
@@ -39,24 +40,19 @@ def pool() -> Iterator[SandboxPool]:
 
 
 def honest_passes(pool: SandboxPool) -> RunResult:
-    """The honest control after an attack: exactly 1.0, no timeout, its own time not inflated
-    (a generous bound: an honest run here takes a few milliseconds)."""
-    result = run_tests(HONEST, CHECK, timeout=1.0, pool=pool)
+    """The honest control after an attack: exactly 1.0, no timeout, and no worker found stuck or
+    unhealthy on the way (support.hangs.worker_waits: the pool's only waits between runs)."""
+    with worker_waits() as waits:
+        result = run_tests(HONEST, CHECK, timeout=1.0, pool=pool)
     assert (result.fraction, result.timed_out) == (1.0, False), result
-    assert result.exec_seconds < 0.5, result.exec_seconds
+    assert waits == [], waits
     return result
 
 
-def timed(pool: SandboxPool, code: str, checks: list, timeout: float = 1.0,
-          **kwargs: object) -> tuple[RunResult, float]:
-    began = time.monotonic()
-    result = run_tests(code, checks, timeout=timeout, pool=pool, **kwargs)  # type: ignore[arg-type]
-    return result, time.monotonic() - began
-
-
-def hang_bound(timeout: float, limits: Limits | None = None) -> float:
-    """Did not hang: the run's own wall cap (its backstop when starved) plus 5 s."""
-    return (limits or Limits()).wall_cap_seconds(timeout) + 5.0
+def run_on(pool: SandboxPool, code: str, checks: list, timeout: float = 1.0,
+          **kwargs: object) -> RunResult:
+    """One run on ``pool`` (pytest-timeout is the hang guard: no run here is timed)."""
+    return run_tests(code, checks, timeout=timeout, pool=pool, **kwargs)  # type: ignore[arg-type]
 
 
 # Candidate-side: the run's nonce (a local of run_job, below the candidate's frames), the worker
@@ -102,7 +98,7 @@ def after_finished(action):
 def test_the_forgery_helper_finds_the_nonce_and_the_exact_end(pool: SandboxPool) -> None:
     """Control for the attacks below: the candidate does find its nonce and builds the very
     bytes ``_ended`` returns (an assert in the helper), and an honest f still scores 1.0."""
-    result, _ = timed(pool, FORGERY + HONEST, CHECK)
+    result = run_on(pool, FORGERY + HONEST, CHECK)
     assert (result.fraction, result.timed_out) == (1.0, False), result.failures
 
 
@@ -115,10 +111,9 @@ def test_the_exact_end_forged_at_load_only_cuts_the_candidates_own_run(pool: San
     on the same worker is untouched."""
     workers = pool.worker_pids
     code = FORGERY + "os.write(3, END)\ntime.sleep(0.5)\n" + HALF_CODE
-    result, seconds = timed(pool, code, HALF)
+    result = run_on(pool, code, HALF)
     assert result.fraction == 0.0, result.failures
     assert result.timed_out is False
-    assert seconds < hang_bound(1.0)
     honest_passes(pool)
     assert pool.worker_pids == workers
     assert leftover_processes(pool) == []
@@ -136,11 +131,10 @@ def test_the_exact_end_forged_inside_a_call_cuts_the_later_checks_not_credits_th
         "    time.sleep(0.5)\n"
         "    return 1\n"
         "def g():\n    return 2\n")
-    result, seconds = timed(pool, code, HALF)
+    result = run_on(pool, code, HALF)
     # f's own frame never came (G was killed in f), g's forged wrong value is judged as such
     assert result.fraction == 0.0, result.failures
     assert {f.index for f in result.failures} == {0, 1}
-    assert seconds < hang_bound(1.0)
     honest_passes(pool)
 
 
@@ -154,11 +148,10 @@ def test_frames_forged_after_the_done_frame_are_never_credited(pool: SandboxPool
         "def f():\n    return 1\n"
         "def g():\n    raise ValueError('no')\n")
     for _ in range(3):
-        result, seconds = timed(pool, code, HALF)
+        result = run_on(pool, code, HALF)
         assert result.fraction == 0.5, result.failures
         assert [f.index for f in result.failures] == [1]
         assert result.timed_out is False
-        assert seconds < hang_bound(1.0)
     honest_passes(pool)
 
 
@@ -177,9 +170,8 @@ def test_a_call_that_hangs_stays_unpaid_in_a_judged_run_whatever_g_forges(
         "threading.Thread(target=watchdog, daemon=True).start()\n"
         "def f(x):\n    while True:\n        time.sleep(0.01)\n")
     checks = ["for x in (1, 2):\n    assert f(x) == x"]
-    result, seconds = timed(pool, code, checks, timeout=0.5)
-    assert result.fraction == 0.0, result.failures
-    assert seconds < hang_bound(0.5)
+    result = run_on(pool, code, checks, timeout=0.5)
+    assert (result.fraction, result.timed_out) == (0.0, True), result.failures
     honest_passes(pool)
 
 
@@ -216,16 +208,17 @@ def test_g_kept_alive_after_its_last_bytes_is_stopped_by_the_runs_limits(
     """Contained: G kept alive past FINISHED (or kept from writing it) while a thread burns
     CPU is stopped by the run's CPU or wall limit like any loop (no longer than a candidate
     whose f spins), scores exactly its earned work (0.5: f right, g wrong; the frames were all
-    sent before), and the next honest run on the same worker scores 1.0 in its usual time.
-    Measured: each variant is a timeout at ~0.67 s with the thread burning (CPU limit), ~1.26 s
-    without it (wall backstop). Rebinding LINGER or _sleep is new with 5a138a1 (at 8441f5c
+    sent before), and the next honest run on the same worker scores 1.0, no worker waited out.
+    A stuck flush (G never writes FINISHED) is a timeout; G lingering after FINISHED
+    is, today, ended once G has closed its pipes. Rebinding LINGER or _sleep is new with 5a138a1 (at 8441f5c
     those two ended at once), but os._exit and a stuck flush did the same there already; with
     only the junk after the marker G lingers its 50 ms and exits (0.07-0.1 s, not a timeout)."""
     workers = pool.worker_pids
     code = FORGERY + KEEP_G_ALIVE[how] + BURN_AND_JUNK + HALF_CODE
-    result, seconds = timed(pool, code, HALF, timeout=0.5)
+    result = run_on(pool, code, HALF, timeout=0.5)
     assert result.fraction == 0.5, (how, result.failures)
-    assert seconds < hang_bound(0.5), (how, seconds)
+    if how == "flush_never_returns":  # G never wrote FINISHED: only the time limit ends it
+        assert result.timed_out is True, result
     honest_passes(pool)
     assert pool.worker_pids == workers
     assert leftover_processes(pool) == []
@@ -253,13 +246,12 @@ def test_a_run_ending_early_with_load_behind_it_charges_nothing_to_the_next_run(
         pool: SandboxPool) -> None:
     """Four spinning threads in G and twenty spinning children holding 16 MiB each, alive at
     a normal (early) end: the worker kills G while they run. Alternated three times with an
-    honest run on the same worker: the honest run scores exactly 1.0, its time is not
-    inflated (nothing of the hostile run is left to share a core or be counted), no leftovers."""
+    honest run on the same worker: the honest run scores exactly 1.0, not timed out, and
+    nothing of the hostile run is left to share a core or be counted (no leftovers)."""
     workers = pool.worker_pids
     for _ in range(3):
-        result, seconds = timed(pool, LOAD_BEHIND, CHECK, timeout=2.0)
+        result = run_on(pool, LOAD_BEHIND, CHECK, timeout=2.0)
         assert result.fraction == 1.0, result.failures
-        assert seconds < hang_bound(2.0)
         honest_passes(pool)
         assert leftover_processes(pool) == []
     assert pool.worker_pids == workers
@@ -276,9 +268,8 @@ def test_alternating_every_attack_with_honest_runs_keeps_every_honest_verdict(
         FORGERY + "after_finished(lambda: os.write(SAVED, END * 1000))\n" + HALF_CODE,
     ]
     for code in hostile:
-        result, seconds = timed(pool, code, HALF, timeout=0.5)
+        result = run_on(pool, code, HALF, timeout=0.5)
         assert result.fraction <= 0.5, result.failures
-        assert seconds < hang_bound(0.5)
         honest_passes(pool)
 
 
@@ -370,9 +361,8 @@ def test_a_50_mb_job_arrives_whole(pool: SandboxPool) -> None:
     the length its head gives, so the whole literal is there (f returns its length and a
     marker at its end), then the next honest run passes."""
     code = f"S = '{'a' * BIG}' + 'END'\ndef f():\n    return (len(S), S[-4:])\n"
-    result, seconds = timed(pool, code, [f"assert f() == ({BIG + 3}, 'aEND')"], timeout=10.0)
+    result = run_on(pool, code, [f"assert f() == ({BIG + 3}, 'aEND')"], timeout=10.0)
     assert (result.fraction, result.timed_out) == (1.0, False), result.failures
-    assert seconds < hang_bound(10.0)
     honest_passes(pool)
 
 
@@ -385,16 +375,15 @@ def test_a_20_mb_job_with_a_judge_still_gives_the_pair_its_channel(pool: Sandbox
     for wrong, expected in ((0, 1.0), (2, 0.0)):
         code = (f"S = '{'b' * size}'\ndef f(x):\n"
                 f"    return (x, len(S)) if x != {wrong} else (x, -1)\n")
-        result, seconds = timed(pool, code, checks, timeout=10.0)
+        result = run_on(pool, code, checks, timeout=10.0)
         assert (result.fraction, result.timed_out) == (expected, False), result.failures
-        assert seconds < hang_bound(10.0)
     honest_passes(pool)
 
 
 @pytest.mark.parametrize("size", [0, 8, 9, 65536, 212992])
 def test_jobs_of_odd_sizes_through_the_pool_score_exactly(pool: SandboxPool, size: int) -> None:
     code = f"S = '{'c' * size}'\ndef f():\n    return len(S)\n"
-    result, _ = timed(pool, code, [f"assert f() == {size}"])
+    result = run_on(pool, code, [f"assert f() == {size}"])
     assert (result.fraction, result.timed_out) == (1.0, False), result.failures
 
 
@@ -437,9 +426,8 @@ def test_a_candidate_cannot_write_a_job_to_any_prepared_run(pool: SandboxPool, j
     none; a judged run has its own judge channel only (so at most it spoils its own run). The
     next honest run, taken from the runs prepared meanwhile, scores exactly 1.0."""
     checks = ["for x in (1, 2):\n    assert f(x) == x"] if judged else ["assert f() == 1"]
-    result, seconds = timed(pool, WRITE_EVERY_SOCKET, checks)
+    result = run_on(pool, WRITE_EVERY_SOCKET, checks)
     assert result.fraction <= 1.0
-    assert seconds < hang_bound(1.0)
     if not judged:
         assert "sockets: []" in result.stdout, result.stdout
     for _ in range(3):
@@ -468,9 +456,8 @@ def test_honest_solutions_with_loose_ends_score_exactly_one(pool: SandboxPool, n
     """Threads still running at the end, output without a newline, stdout closed or replaced,
     a background child: 1.0 for two checks, no timeout, well within the limit."""
     code = HONEST_CALLS[name] + "def f():\n    return 1\ndef g():\n    return 2\n"
-    result, seconds = timed(pool, code, HALF)
+    result = run_on(pool, code, HALF)
     assert (result.fraction, result.timed_out) == (1.0, False), (name, result.failures)
-    assert seconds < hang_bound(1.0)
     if name == "output_without_newline":
         assert result.stdout == "partial"
 
@@ -479,9 +466,8 @@ def test_an_honest_judged_solution_with_a_thread_still_running_scores_one(
         pool: SandboxPool) -> None:
     code = ("import threading, time\nthreading.Thread(target=time.sleep, args=(30,)).start()\n"
             "def f(x):\n    return x\n")
-    result, seconds = timed(pool, code, ["for x in (1, 2, 3):\n    assert f(x) == x"])
+    result = run_on(pool, code, ["for x in (1, 2, 3):\n    assert f(x) == x"])
     assert (result.fraction, result.timed_out) == (1.0, False), result.failures
-    assert seconds < hang_bound(1.0)
 
 
 STDIO = StdioCase(stdin="3\n", expected_stdout="9")
@@ -503,9 +489,8 @@ HONEST_STDIO = {
 
 @pytest.mark.parametrize("name", sorted(HONEST_STDIO))
 def test_honest_stdio_programs_score_exactly_one(pool: SandboxPool, name: str) -> None:
-    result, seconds = timed(pool, HONEST_STDIO[name], [STDIO, STDIO])
+    result = run_on(pool, HONEST_STDIO[name], [STDIO, STDIO])
     assert (result.fraction, result.timed_out) == (1.0, False), (name, result.failures)
-    assert seconds < hang_bound(1.0)
 
 
 # Found by this review, older than the commits it reviewed (the same at 8441f5c): a stdio
@@ -524,6 +509,5 @@ PRE_EXISTING_STDIO = {
 @pytest.mark.parametrize("name", sorted(PRE_EXISTING_STDIO))
 def test_honest_stdio_programs_relying_on_interpreter_exit_score_one(
         pool: SandboxPool, name: str) -> None:
-    result, seconds = timed(pool, PRE_EXISTING_STDIO[name], [STDIO])
-    assert seconds < hang_bound(1.0)
+    result = run_on(pool, PRE_EXISTING_STDIO[name], [STDIO])
     assert (result.fraction, result.timed_out) == (1.0, False), (name, result.failures)

@@ -18,9 +18,10 @@ from collections.abc import Iterator
 
 import pytest
 from support.attacks import strict_pool
+from support.hangs import worker_waits
 
 from agentenv.grading import RunResult, run_tests
-from agentenv.sandbox import Limits, SandboxPool, _isolation
+from agentenv.sandbox import SandboxPool, _isolation
 from agentenv.sandbox.testing import leftover_processes
 from agentenv.tasks.schema import StdioCase
 
@@ -48,26 +49,22 @@ def fallback() -> Iterator[SandboxPool]:
     made.close()
 
 
-def hang_bound(timeout: float, limits: Limits | None = None) -> float:
-    """Did not hang: the run's own wall cap (its backstop when starved) plus 5 s."""
-    return (limits or Limits()).wall_cap_seconds(timeout) + 5.0
-
-
-def timed(pool: SandboxPool, code: str, checks: list, timeout: float = 1.0,
-          **kwargs: object) -> tuple[RunResult, float]:
-    began = time.monotonic()
-    result = run_tests(code, checks, timeout=timeout, pool=pool, **kwargs)  # type: ignore[arg-type]
-    return result, time.monotonic() - began
+def run_on(pool: SandboxPool, code: str, checks: list, timeout: float = 1.0,
+          **kwargs: object) -> RunResult:
+    """One run on ``pool`` (pytest-timeout is the hang guard: no run here is timed)."""
+    return run_tests(code, checks, timeout=timeout, pool=pool, **kwargs)  # type: ignore[arg-type]
 
 
 def honest_passes(pool: SandboxPool) -> None:
     """The honest controls after an attack: a plain, a judged and a stdio run, each exactly 1.0,
-    none a timeout, none slowed (an honest run here takes a few milliseconds of its own)."""
-    for code, checks in ((HONEST, CHECK), ("def f(x):\n    return x\n", [judged("f")]),
-                         (STDIO_HONEST["plain"], [STDIO_3])):
-        result = run_tests(code, checks, timeout=1.0, pool=pool)
-        assert (result.fraction, result.timed_out) == (1.0, False), (code, result.failures)
-        assert result.exec_seconds < 0.5, (code, result.exec_seconds)
+    none a timeout, and no worker found stuck or unhealthy on the way (support.hangs.worker_waits:
+    the pool's only waits between runs)."""
+    with worker_waits() as waits:
+        for code, checks in ((HONEST, CHECK), ("def f(x):\n    return x\n", [judged("f")]),
+                             (STDIO_HONEST["plain"], [STDIO_3])):
+            result = run_tests(code, checks, timeout=1.0, pool=pool)
+            assert (result.fraction, result.timed_out) == (1.0, False), (code, result.failures)
+    assert waits == [], waits
 
 
 # Candidate-side: the run's nonce (a local of run_job, below the candidate's frames), the exact
@@ -121,11 +118,10 @@ def test_text_shaped_like_every_known_end_never_ends_the_judge_early(pool: Sandb
     not cut: ok's check is graded (passes) after the two quoted ends, and hang's is a timeout,
     never credited: exactly 0.25."""
     checks = [judged("f"), judged("g"), judged("ok"), judged("hang")]
-    result, seconds = timed(pool, JUDGE_TEXT, checks, timeout=0.5)
+    result = run_on(pool, JUDGE_TEXT, checks, timeout=0.5)
     assert result.fraction == 0.25, result.failures
     assert result.passed_indices == (2,)
     assert result.timed_out is True
-    assert seconds < hang_bound(0.5)
     honest_passes(pool)
 
 
@@ -144,11 +140,10 @@ def test_g_that_forges_its_end_and_exits_mid_judging_keeps_only_earlier_verdicts
     answer), then ok again: the first verdict stands, the judge reports the other two as
     no_result (the candidate is gone) and the run ends without waiting: exactly 1/3."""
     checks = [judged("ok"), judged("g"), judged("ok")]
-    result, seconds = timed(pool, G_EXITS_MID_JUDGING, checks)
+    result = run_on(pool, G_EXITS_MID_JUDGING, checks)
     assert result.passed_indices == (0,), result.failures
     assert result.timed_out is False
     assert {f.kind for f in result.failures} == {"no_result"}
-    assert seconds < hang_bound(1.0)
     honest_passes(pool)
 
 
@@ -194,10 +189,9 @@ def test_rlimits_candidate_that_kills_or_stops_the_judge_gains_nothing(
     runs, on prepared runs the worker had to replace, score exactly 1.0."""
     checks = [judged("ok"), judged("g"), judged("ok")]
     code = KILL_THE_JUDGE.replace("SIGNAL", signal_name)
-    result, seconds = timed(fallback, code, checks, timeout=0.5)
+    result = run_on(fallback, code, checks, timeout=0.5)
     assert result.passed_indices == (0,), result.failures
     assert result.timed_out is (signal_name == "SIGSTOP")
-    assert seconds < hang_bound(0.5)
     for _ in range(2):
         honest_passes(fallback)
 
@@ -251,8 +245,7 @@ def test_rlimits_root_candidate_cannot_forge_the_judges_verdicts(fallback: Sandb
     /proc/J/mem and wrote OK verdicts into /proc/J/fd/3 (a wrong f scored 1.0). G and J now
     drop every capability, the bounding set included, with the securebits locked."""
     checks = [judged("f"), "y = f(3)\nassert y == 3"]
-    result, seconds = timed(fallback, FORGERY + STEAL_THE_JUDGES_NONCE, checks, timeout=2.0)
-    assert seconds < hang_bound(2.0)
+    result = run_on(fallback, FORGERY + STEAL_THE_JUDGES_NONCE, checks, timeout=2.0)
     assert result.fraction == 0.0, result.failures
 
 
@@ -295,11 +288,10 @@ def test_rlimits_daemon_left_by_one_run_never_touches_the_next() -> None:
     made = SandboxPool(size=1, isolation="rlimits", allow_root_fallback=True)
     began = time.monotonic()
     try:
-        timed(made, DAEMON, CHECK)
+        run_on(made, DAEMON, CHECK)
         for _ in range(2):
-            result, seconds = timed(made, HONEST, [CHECK[0], "for _ in (1,):\n    assert f() == 1"])
+            result = run_on(made, HONEST, [CHECK[0], "for _ in (1,):\n    assert f() == 1"])
             assert (result.fraction, result.timed_out) == (1.0, False), result.failures
-            assert seconds < hang_bound(1.0)
     finally:
         time.sleep(max(0.0, 3.5 - (time.monotonic() - began)))  # the daemon's own end
         made.close()
@@ -343,9 +335,10 @@ def test_g_end_rebound_through_its_frame_is_stopped_by_the_runs_limits(
     returns is a timeout; each scores exactly its earned work (f right, g wrong: 0.5), within
     the run's limits."""
     code = REBIND_LOCALS.replace("CHANGES", LOCALS[how])
-    result, seconds = timed(pool, code, ["assert f() == 1", "assert g() == 2"], timeout=0.5)
+    result = run_on(pool, code, ["assert f() == 1", "assert g() == 2"], timeout=0.5)
     assert result.fraction == 0.5, (how, result.failures)
-    assert seconds < hang_bound(0.5), (how, seconds)
+    if how == "close_sleeps":  # G never gets past its close: only the time limit ends it
+        assert result.timed_out is True, result
     honest_passes(pool)
     assert leftover_processes(pool) == []
 
@@ -379,9 +372,8 @@ STDIO_HONEST = {
 @pytest.mark.parametrize("name", sorted(STDIO_HONEST))
 def test_honest_stdio_programs_score_exactly_one_back_to_back(pool: SandboxPool, name: str) -> None:
     for _ in range(2):
-        result, seconds = timed(pool, STDIO_HONEST[name], [STDIO_3, STDIO_4])
+        result = run_on(pool, STDIO_HONEST[name], [STDIO_3, STDIO_4])
         assert (result.fraction, result.timed_out) == (1.0, False), (name, result.failures)
-        assert seconds < hang_bound(1.0)
 
 
 # Found by this review, older than the reviewed commits (both print 9 under python3 and scored 0.0
@@ -402,8 +394,7 @@ STDIO_DIVERGENT = {
 @pytest.mark.parametrize("name", sorted(STDIO_DIVERGENT))
 def test_honest_stdio_programs_relying_on_atexit_or_the_original_stdout(
         pool: SandboxPool, name: str) -> None:
-    result, seconds = timed(pool, STDIO_DIVERGENT[name], [STDIO_3])
-    assert seconds < hang_bound(1.0)
+    result = run_on(pool, STDIO_DIVERGENT[name], [STDIO_3])
     assert (result.fraction, result.timed_out) == (1.0, False), (name, result.failures)
 
 
@@ -436,10 +427,9 @@ def test_stdio_program_that_never_ends_is_a_timeout_not_a_hang(pool: SandboxPool
     as under python3, so its case never reports: 0.0, a timeout (its test's own limit or the
     run's), and the next honest runs are untouched."""
     code = "print(int(input()) ** 2)\n" + STDIO_NEVER_ENDS[name]
-    result, seconds = timed(pool, code, [STDIO_3], timeout=0.5)
+    result = run_on(pool, code, [STDIO_3], timeout=0.5)
     assert result.fraction == 0.0, (name, result.failures)
     assert [f.kind for f in result.failures] == ["timeout"], (name, result.failures)
-    assert seconds < hang_bound(0.5), (name, seconds)
     honest_passes(pool)
     assert leftover_processes(pool) == []
 
@@ -463,11 +453,10 @@ def test_stdio_finalizer_forging_frames_and_the_end_gains_nothing(pool: SandboxP
     before G has reported the first case (G sends it once the program's process is gone): that
     case is no_result and the forged frame is judged like printed output (wrong: 9 for 4):
     0.0, never more than printing the same would earn."""
-    result, seconds = timed(pool, STDIO_FINALIZER_FORGES, [STDIO_3, STDIO_4])
+    result = run_on(pool, STDIO_FINALIZER_FORGES, [STDIO_3, STDIO_4])
     assert result.fraction == 0.0, result.failures
     assert [f.kind for f in result.failures] == ["no_result", "assertion"]
     assert result.timed_out is False
-    assert seconds < hang_bound(1.0)
     honest_passes(pool)
 
 
@@ -577,13 +566,12 @@ def test_alternating_hostile_and_honest_submissions_keep_every_honest_verdict(
         pool: SandboxPool) -> None:
     """Every hostile submission of this file in a row, twice, each followed by the honest
     controls (plain, judged, stdio): each hostile one scores at most its earned work, each
-    honest one exactly 1.0 in its usual few milliseconds."""
+    honest one exactly 1.0 with no worker waited out."""
     workers = pool.worker_pids
     for _cycle in range(2):
         for name, (code, checks, most) in HOSTILE_ROUNDS.items():
-            result, seconds = timed(pool, code, checks, timeout=0.5)
+            result = run_on(pool, code, checks, timeout=0.5)
             assert result.fraction <= most + 1e-9, (name, result.failures)
-            assert seconds < hang_bound(0.5), (name, seconds)
             honest_passes(pool)
     assert pool.worker_pids == workers
     assert leftover_processes(pool) == []
@@ -636,8 +624,7 @@ def test_the_judges_nonce_is_nowhere_in_the_candidates_memory(
                        for k in (0, 1))
         code = SCAN_FOR_THE_JUDGES_NONCE.replace(
             "WANTED", repr(hashlib.sha256((own if run == 0 else theirs).encode()).hexdigest()))
-        result, seconds = timed(pool, code, [judged("f")], timeout=10.0)
+        result = run_on(pool, code, [judged("f")], timeout=10.0)
         assert nonces[-2:] == [own, theirs]
         expected = 0.0 if run == 0 else 1.0
         assert (result.fraction, result.timed_out) == (expected, False), result.failures
-        assert seconds < hang_bound(10.0)

@@ -8,7 +8,8 @@ walk (siblings made with ``CLONE_PARENT`` hopping ahead of each look, a ``comm``
 fake end of the name, a thread group whose leader has exited), to outlast the budget (a fork
 bomb that is woken by ``PR_SET_PDEATHSIG`` when its parent is killed) and to make the zygote
 block (a stopped zygote, a candidate whose zombie a tracer holds). Each asserts that the honest
-run after it, plain and judged, scores exactly 1.0, not timed out and not slowed.
+run after it, plain and judged, scores exactly 1.0, not timed out and without waiting out a
+frozen worker or a sweep that gave up (no worker reported unhealthy).
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ from collections.abc import Iterator
 
 import pytest
 from support.attacks import CLONE, STOP_THE_ZYGOTES_CHILDREN, strict_pool
+from support.hangs import worker_waits
 
 from agentenv.grading import run_tests
-from agentenv.sandbox import Limits, SandboxPool, _pool, _worker
+from agentenv.sandbox import Limits, SandboxPool, _pool
 
 CHECK = ["assert f() == 1"]
 HONEST = "def f():\n    return 1\n"
 HONEST_CHECKS = ["assert f() == 1", "for _ in (1,):\n    assert f() == 1"]
-FAST = 2.5  # seconds an honest run (plain and judged) may take after an attack, the wait included
 
 
 def fallback() -> SandboxPool:
@@ -33,12 +34,14 @@ def fallback() -> SandboxPool:
 
 
 def honest_passes(pool: SandboxPool, times: int = 2) -> None:
-    for _ in range(times):
-        start = time.monotonic()
-        result = run_tests(HONEST, HONEST_CHECKS, timeout=1.0, pool=pool)
-        seconds = time.monotonic() - start
-        assert (result.fraction, result.timed_out) == (1.0, False), result.failures
-        assert seconds < FAST, f"the honest run took {seconds:.1f} s"
+    """The honest control after an attack, plain and judged: exactly 1.0, not timed out, and no
+    wait on the way (no worker left frozen past IDLE_TIMEOUT, no zygote that gave up its sweep:
+    either makes the pool report the worker unhealthy, see support.hangs.worker_waits)."""
+    with worker_waits() as waits:
+        for _ in range(times):
+            result = run_tests(HONEST, HONEST_CHECKS, timeout=1.0, pool=pool)
+            assert (result.fraction, result.timed_out) == (1.0, False), result.failures
+    assert waits == [], waits
 
 
 @pytest.fixture
@@ -216,17 +219,19 @@ def test_rlimits_fork_bomb_that_outlasts_the_sweep_budget() -> None:
     stopped the next run (0.0, a timeout). Now it stops every stray before it kills any, and
     where that cannot finish in SWEEP_BUDGET the zygote gives up and the pool replaces the
     worker. What is left open: 400 runnable strays starve the sweep of CPU, so the next
-    submission still waits for it (seconds, within the budget); it scores exactly 1.0."""
+    submission still waits for it (seconds, within the budget; a latency this test does not
+    measure); it scores exactly 1.0, and no worker is waited out as frozen."""
     made = fallback()
     began = time.monotonic()
     try:
         attacked = run_tests(FORK_BOMB, CHECK, timeout=1.0, pool=made,
                              limits=Limits(processes=400))
         assert attacked.fraction == 0.0
-        start = time.monotonic()
-        result = run_tests(HONEST, HONEST_CHECKS, timeout=1.0, pool=made)
+        with worker_waits() as waits:
+            result = run_tests(HONEST, HONEST_CHECKS, timeout=1.0, pool=made)
         assert (result.fraction, result.timed_out) == (1.0, False), result.failures
-        assert time.monotonic() - start < _worker.SWEEP_BUDGET + FAST
+        # a give-up may replace the worker; a worker left frozen (waited out) may not
+        assert not [w for w in waits if "did not answer in time" in w], waits
         time.sleep(max(0.0, 7.5 - (time.monotonic() - began)))
         honest_passes(made, times=1)  # after the budget: a survivor would stop this run
     finally:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -194,9 +193,9 @@ def test_a_benchmark_file_loads_by_path_without_naming_the_loader() -> None:
 
 
 def test_offline_without_a_local_copy_fails_fast_saying_how_to_supply_one(unreachable_hub: None) -> None:
-    """No copy and an unreachable Hub: DatasetUnavailable within seconds, naming path= and the env var."""
-    start = time.monotonic()
+    """No copy and an unreachable Hub: DatasetUnavailable from the reachability probe (no download, no retries), naming path= and the env var."""
     with pytest.raises(DatasetUnavailable) as info:
         load_tasks("apps", split="test")
-    assert time.monotonic() - start < 15.0
+    # fast: the reachability probe refused it, before any download and its retries
+    assert "not reachable from here" in str(info.value), info.value
     assert "path=" in str(info.value) and apps.ENV_VAR in str(info.value)

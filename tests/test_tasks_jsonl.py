@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -243,8 +242,8 @@ def test_jsonl_loader_needs_a_path_or_a_dataset() -> None:
 
 
 def test_hub_dataset_offline_fails_fast_with_directions(unreachable_hub: None) -> None:
-    """dataset= with the Hub unreachable raises DatasetUnavailable within seconds, naming path=."""
-    start = time.monotonic()
-    with pytest.raises(DatasetUnavailable, match="path="):
+    """dataset= with the Hub unreachable raises DatasetUnavailable from the reachability probe (no download, no retries), naming path=."""
+    with pytest.raises(DatasetUnavailable, match="path=") as info:
         load_tasks("jsonl", dataset="openai/openai_humaneval", split="test", map=MAP)
-    assert time.monotonic() - start < 15.0
+    # fast: the reachability probe refused it, before any download and its retries
+    assert "not reachable from here" in str(info.value), info.value

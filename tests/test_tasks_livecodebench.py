@@ -8,7 +8,6 @@ import math
 import os
 import pickle
 import shutil
-import time
 import zlib
 from pathlib import Path
 from typing import Any
@@ -269,9 +268,9 @@ def test_env_var_and_path_sniffing_find_the_local_copy(monkeypatch: pytest.Monke
 
 
 def test_offline_without_a_local_copy_fails_fast_saying_how_to_supply_one(unreachable_hub: None) -> None:
-    """No copy and an unreachable Hub: DatasetUnavailable within seconds, naming path= and the env var."""
-    start = time.monotonic()
+    """No copy and an unreachable Hub: DatasetUnavailable from the reachability probe (no download, no retries), naming path= and the env var."""
     with pytest.raises(DatasetUnavailable) as info:
         load_tasks("livecodebench")
-    assert time.monotonic() - start < 15.0
+    # fast: the reachability probe refused it, before any download and its retries
+    assert "not reachable from here" in str(info.value), info.value
     assert "path=" in str(info.value) and lcb.ENV_VAR in str(info.value)

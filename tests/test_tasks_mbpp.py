@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -161,11 +160,11 @@ def test_record_without_tests_names_the_field(tmp_path: Path) -> None:
 
 
 def test_offline_without_a_local_copy_fails_fast_saying_how_to_supply_one(unreachable_hub: None) -> None:
-    """No path, no env var, no Hub: DatasetUnavailable within seconds, naming path= and the env var."""
-    start = time.monotonic()
+    """No path, no env var, no Hub: DatasetUnavailable from the reachability probe (no download, no retries), naming path= and the env var."""
     with pytest.raises(DatasetUnavailable) as info:
         load_tasks("mbpp")
-    assert time.monotonic() - start < 15.0  # the probe gives up after ~3 s; retries would take ~25 s
+    # fast: the reachability probe refused it, before any download and its retries
+    assert "not reachable from here" in str(info.value), info.value
     message = str(info.value)
     assert "path=" in message and mbpp.ENV_VAR in message
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import collections
 import math
 import struct
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -30,7 +29,6 @@ from agentenv.sandbox import SandboxPool
 from agentenv.sandbox import _wire as wire
 
 NONCE = "v" * 32
-GUARD = 60.0  # seconds: a hang guard only, never a performance assertion
 
 
 @pytest.fixture(scope="module")
@@ -212,10 +210,8 @@ def test_forged_colliding_keys_are_refused_before_a_quadratic_build() -> None:
     as_dict = b"\xdf" + struct.pack(">I", len(keys)) + b"".join(k + b"\xc0" for k in keys)
     for data in (as_set, as_dict):
         for decode in (wire.decode_value, wire.decode_value_pure):
-            start = time.monotonic()
             with pytest.raises(wire.ValueBudget, match="collide"):
                 decode(data)
-            assert time.monotonic() - start < GUARD
     honest = set(range(100_000))
     assert wire.decode_value(wire.encode_value(honest)) == honest
 
@@ -279,9 +275,8 @@ def test_bounded_repr_never_raises_and_stays_short_whatever_the_value() -> None:
         deep = [deep]
     for value in (10**5000, list(range(1_000_000)), deep, {i: [i] * 50 for i in range(10_000)},
                   "x" * 10**7, collections.deque(range(1000)), collections.Counter(range(100))):
-        start = time.monotonic()
         text = bounded_repr(value, 120)
-        assert len(text) <= 121 and time.monotonic() - start < GUARD
+        assert len(text) <= 121
     assert bounded_repr(10**5000).startswith("<int of about 5,000 digits")
     assert bounded_repr((1,)) == "(1,)" and bounded_repr(set()) == "set()"
 
@@ -307,11 +302,9 @@ def test_bounded_repr_never_raises_and_stays_short_whatever_the_value() -> None:
 ])
 def test_operations_that_outgrow_their_operands_are_refused_before_they_run(call, args) -> None:
     """The trusted side never computes without bound on a candidate value."""
-    start = time.monotonic()
     with pytest.raises(BudgetExceeded):
         result = call(*args)
         list(result)  # a lazy map only fails when consumed
-    assert time.monotonic() - start < GUARD
 
 
 def test_honest_computations_within_budget_still_run() -> None:
@@ -335,11 +328,11 @@ def test_honest_computations_within_budget_still_run() -> None:
     "assert f(1) < f(2)",
 ])
 def test_the_judge_survives_huge_values_in_any_check(check: str) -> None:
-    """A >4,300-digit int in any position: a finished check, never an exception, in bounded time."""
+    """A >4,300-digit int in any position: a finished check, never an exception (a hang is
+    pytest-timeout's to catch)."""
     big = wire.encode_value(10**30000 + 7)
-    start = time.monotonic()
     result = judged(check, big, big)
-    assert result.total == 1 and time.monotonic() - start < GUARD
+    assert result.total == 1
     assert result.passed in (0, 1)
 
 

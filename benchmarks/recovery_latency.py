@@ -1,0 +1,96 @@
+"""How long the honest submission right after a hostile one waits, at the fallback level.
+
+    python benchmarks/recovery_latency.py [--repeats 5]
+
+The red-team tests (tests/test_attacks_redteam9.py to 11) assert what the pool reports after an
+attack (the verdict, no timeout, no worker waited out or replaced), never how long it took: the
+machines they run on are shared and noisy. This measures the time itself. For each case, on a
+fresh one-worker pool at the rlimits level (as root it needs
+``AGENTENV_SANDBOX_ALLOW_ROOT_FALLBACK=1``): one hostile run, then one honest run (a plain and a
+judged check), timed from the call to its answer; the same after an honest run as the baseline.
+
+- **baseline**: an honest run first;
+- **stopped_worker**: a stray SIGSTOPs the worker and the zygote once its run has ended (the
+  parent's SIGCONT every NUDGE seconds is what keeps the next submission from waiting
+  IDLE_TIMEOUT);
+- **leftover_children**: twenty sleeping children left behind, which the zygote's sweep kills
+  before the next run.
+
+Printed: median and worst wall milliseconds of the honest run per case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from agentenv.grading import run_tests
+from agentenv.sandbox import SandboxPool
+
+HONEST = "def f():\n    return 1\n"
+HONEST_CHECKS = ["assert f() == 1", "for _ in (1,):\n    assert f() == 1"]
+CHECK = ["assert f() == 1"]
+
+STOPPED_WORKER = """
+import os, signal, time
+ZYGOTE = os.getppid()
+with open(f"/proc/{ZYGOTE}/stat", "rb") as handle:
+    WORKER = int(handle.read().rsplit(b")", 1)[1].split()[1])
+G = os.getpid()
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except OSError:
+        return False
+if os.fork() == 0:
+    os.setsid()
+    while alive(G):
+        time.sleep(0.0005)
+    os.kill(WORKER, signal.SIGSTOP)
+    os.kill(ZYGOTE, signal.SIGSTOP)
+    os._exit(0)
+def f():
+    return 0
+"""
+
+LEFTOVER_CHILDREN = """
+import os, time
+for _ in range(20):
+    if os.fork() == 0:
+        os.setsid()
+        time.sleep(60)
+        os._exit(0)
+def f():
+    return 0
+"""
+
+CASES = {"baseline": HONEST, "stopped_worker": STOPPED_WORKER, "leftover_children": LEFTOVER_CHILDREN}
+
+
+def one(first: str) -> float:
+    """Seconds the honest run took right after ``first`` on a fresh one-worker fallback pool."""
+    with SandboxPool(size=1, isolation="rlimits", allow_root_fallback=True) as pool:
+        run_tests(HONEST, CHECK, timeout=1.0, pool=pool)  # the worker is up
+        run_tests(first, CHECK, timeout=1.0, pool=pool)
+        began = time.perf_counter()
+        result = run_tests(HONEST, HONEST_CHECKS, timeout=1.0, pool=pool)
+        took = time.perf_counter() - began
+        if (result.fraction, result.timed_out) != (1.0, False):
+            raise SystemExit(f"the honest run failed: {result.failures}")
+        return took
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    for name, code in CASES.items():
+        times = [one(code) for _ in range(args.repeats)]
+        print(f"{name:18s} median {1000 * statistics.median(times):7.1f} ms   "
+              f"worst {1000 * max(times):7.1f} ms   ({args.repeats} runs)")
+
+
+if __name__ == "__main__":
+    main()
