@@ -140,3 +140,56 @@ def tiny_chat_model(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
         tiny_model.build_tiny_chat_model(staging)
         os.replace(staging, out)
     return str(out)
+
+
+
+class _SharedRay:
+    """The Ray cluster tests/test_ray_backend.py and tests/test_ray_pool.py share: a head node
+    and two worker nodes, one CPU each, as separate raylets on this machine, with this process
+    connected as its driver. Starting Ray costs tens of seconds on a loaded CI box, so the files
+    share one; it is stopped as soon as the last test that uses it is done (see
+    ``pytest_runtest_teardown``), so no idle cluster loads the machine under later tests."""
+
+    def __init__(self) -> None:
+        self.cluster: Any = None
+
+    def get(self) -> Any:
+        ray = pytest.importorskip("ray", reason="needs the 'ray' extra")
+        cluster_utils = pytest.importorskip("ray.cluster_utils")
+        if self.cluster is None:
+            if ray.is_initialized():
+                ray.shutdown()
+            self.cluster = cluster_utils.Cluster(initialize_head=True,
+                                                 head_node_args={"num_cpus": 1})
+            self.cluster.workers = []
+            ray.init(address=self.cluster.address, include_dashboard=False, log_to_driver=False)
+        while len(self.cluster.workers) < 2:  # a test may have removed one
+            self.cluster.workers.append(self.cluster.add_node(num_cpus=1))
+        self.cluster.wait_for_nodes()
+        return self.cluster
+
+    def stop(self) -> None:
+        if self.cluster is not None:
+            import ray
+
+            ray.shutdown()
+            self.cluster.shutdown()
+            self.cluster = None
+
+
+_SHARED_RAY = _SharedRay()
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Any:
+    """The shared Ray cluster (:class:`_SharedRay`); ``workers`` lists its worker nodes."""
+    return _SHARED_RAY.get()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Stop the shared Ray cluster once the tests that use it are done (after their fixtures)."""
+    yield
+    if "ray_cluster" in getattr(item, "fixturenames", ()) and (
+            nextitem is None or "ray_cluster" not in getattr(nextitem, "fixturenames", ())):
+        _SHARED_RAY.stop()

@@ -43,15 +43,16 @@ def fallback(size: int = 1) -> SandboxPool:
     return SandboxPool(size=size, isolation="rlimits", allow_root_fallback=True)
 
 
-def honest_passes(pool: SandboxPool, times: int = 2) -> None:
+def honest_passes(pool: SandboxPool, times: int = 2, replaced_for: str = "") -> None:
     """The honest control after an attack, plain and judged: exactly 1.0, not timed out, and no
     wait on the way (no worker left frozen past IDLE_TIMEOUT, no zygote that gave up its sweep:
-    either makes the pool report the worker unhealthy, see support.hangs.worker_waits)."""
+    either makes the pool report the worker unhealthy, see support.hangs.worker_waits). A worker
+    replaced at once for the reason ``replaced_for`` names is no wait."""
     with worker_waits() as waits:
         for _ in range(times):
             result = run_tests(HONEST, HONEST_CHECKS, timeout=1.0, pool=pool)
             assert (result.fraction, result.timed_out) == (1.0, False), result.failures
-    assert waits == [], waits
+    assert [w for w in waits if not (replaced_for and replaced_for in w)] == [], waits
 
 
 @pytest.fixture(scope="module")
@@ -350,7 +351,8 @@ def test_rlimits_a_run_cannot_reschedule_later_runs() -> None:
         expected = inherited()
         attacked = run_tests(RESCHEDULE_THE_ZYGOTE, CHECK, timeout=1.0, pool=made)
         assert attacked.fraction == 0.0
-        honest_passes(made, times=1)
+        # where the worker lacks CAP_SYS_NICE the change lands and the worker is replaced at once
+        honest_passes(made, times=1, replaced_for="scheduling was changed")
         after = run_tests(PROBE, [f"assert f() == {expected!r}"], timeout=1.0, pool=made)
         assert after.fraction == 1.0, after.failures
     finally:

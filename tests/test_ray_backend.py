@@ -24,13 +24,12 @@ TASKS = builtin_tasks()[:4]
 
 
 @pytest.fixture(scope="module", autouse=True)
-def local_ray() -> Iterator[None]:
-    """One real Ray instance with 2 CPUs for the whole module."""
+def local_ray(ray_cluster: Any) -> Iterator[None]:
+    """The real Ray cluster shared with tests/test_ray_pool.py (tests/conftest.py: three
+    one-CPU nodes on this machine)."""
     # The policies defined in this file must reach the workers by value: tests/ is not a package.
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
-    ray.shutdown()
 
 
 def comparable(trajectory: Trajectory) -> dict[str, Any]:

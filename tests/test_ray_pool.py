@@ -29,18 +29,10 @@ CHECKS = ["assert add(2, 3) == 5", "assert add(-1, 1) == 0"]
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Any]:
-    """A head node and two worker nodes, one CPU each, as separate raylets on this machine."""
-    if ray.is_initialized():
-        ray.shutdown()
-    c = cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    workers = [c.add_node(num_cpus=1) for _ in range(2)]
-    c.wait_for_nodes()
-    ray.init(address=c.address, include_dashboard=False, log_to_driver=False)
-    c.workers = workers  # type: ignore[attr-defined]
-    yield c
-    ray.shutdown()
-    c.shutdown()
+def cluster(ray_cluster: Any) -> Any:
+    """The cluster shared with tests/test_ray_backend.py (tests/conftest.py): a head node and two
+    worker nodes, one CPU each, as separate raylets on this machine."""
+    return ray_cluster
 
 
 @pytest.fixture(scope="module")

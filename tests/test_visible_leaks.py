@@ -26,6 +26,9 @@ from agentenv.tasks import Task
 # one bit stop_when="hidden" reveals, by ending the episode, is then the same too).
 HIDDEN_INPUTS = (918273645, 555555, 4242)
 VISIBLE = "assert inc(2) == 3"
+# Each run's CPU limit: the "hang" candidate spends all of it on every hidden check, so it sets
+# that case's cost; the visible check it must pass takes a millisecond.
+TIMEOUT = 0.2
 
 
 # Under stop_when="visible" nothing may depend on the hidden checks at all, not even on their
@@ -75,7 +78,7 @@ HOSTILE = {
 
 def everything_shown(secret: int | None, answer: str, **options: Any) -> tuple[str, Trajectory]:
     """Every observation and info of a 3-turn episode, as one JSON string, and the record."""
-    env = MultiTurnCodingEnv(tasks=[task_with_hidden_input(secret)], max_turns=3, timeout=0.5,
+    env = MultiTurnCodingEnv(tasks=[task_with_hidden_input(secret)], max_turns=3, timeout=TIMEOUT,
                              feedback_from="visible", **options)
     shown = [env.reset(task_index=0)]
     done = False
@@ -122,7 +125,7 @@ def test_hidden_results_stay_in_the_record_marked_researcher_only() -> None:
 
 def test_the_exit_status_channel_is_open_when_feedback_shows_everything() -> None:
     """The contrast: with feedback_from="all" the hidden exit status is in the feedback."""
-    env = MultiTurnCodingEnv(tasks=[task_with_hidden_input(918273645)], max_turns=2, timeout=0.5)
+    env = MultiTurnCodingEnv(tasks=[task_with_hidden_input(918273645)], max_turns=2, timeout=TIMEOUT)
     env.reset(task_index=0)
     obs, _, _, _ = env.step(HOSTILE["exit_status"])
     assert str(918273645 % 256) in obs["feedback"]
@@ -135,7 +138,7 @@ def test_gymnasium_observation_and_info_do_not_depend_on_the_hidden_input(stop_w
 
     seen = set()
     for secret in HIDDEN_INPUTS if stop_when == "hidden" else RLEF_HIDDEN:
-        env = MultiTurnCodingGymEnv(tasks=[task_with_hidden_input(secret)], max_turns=3, timeout=0.5,
+        env = MultiTurnCodingGymEnv(tasks=[task_with_hidden_input(secret)], max_turns=3, timeout=TIMEOUT,
                                     feedback_from="visible", stop_when=stop_when)
         obs, info = env.reset(seed=0)
         steps: list[Any] = [obs, info]
@@ -153,7 +156,7 @@ def test_single_step_visible_view_does_not_depend_on_the_hidden_input(attack: st
     """One turn always ends the episode, so not even the hidden verdict may show (RLEF_HIDDEN)."""
     infos = set()
     for secret in RLEF_HIDDEN:
-        env = CodingEnv(tasks=[task_with_hidden_input(secret)], timeout=0.5, feedback_from="visible")
+        env = CodingEnv(tasks=[task_with_hidden_input(secret)], timeout=TIMEOUT, feedback_from="visible")
         obs = env.reset(task_index=0)
         obs2, _, done, info = env.step(HOSTILE[attack])
         assert done
@@ -163,7 +166,7 @@ def test_single_step_visible_view_does_not_depend_on_the_hidden_input(attack: st
         if gymnasium_installed():
             from agentenv.gym import CodingGymEnv
 
-            gym_env = CodingGymEnv(tasks=[task_with_hidden_input(secret)], timeout=0.5, feedback_from="visible")
+            gym_env = CodingGymEnv(tasks=[task_with_hidden_input(secret)], timeout=TIMEOUT, feedback_from="visible")
             gym_obs, gym_info = gym_env.reset(seed=0)
             gym_step = gym_env.step(HOSTILE[attack])
             shown += [gym_obs, gym_info, gym_step[0], *gym_step[2:]]
@@ -203,7 +206,7 @@ def test_every_feedback_template_variable_is_computed_from_the_visible_run(
 
 def test_async_steps_keep_the_same_view() -> None:
     async def shown(secret: int) -> str:
-        env = MultiTurnCodingEnv(tasks=[task_with_hidden_input(secret)], max_turns=2, timeout=0.5,
+        env = MultiTurnCodingEnv(tasks=[task_with_hidden_input(secret)], max_turns=2, timeout=TIMEOUT,
                                  feedback_from="visible", stop_when="visible")
         out: list[Any] = [env.reset(task_index=0)]
         out += list(await env.astep(HOSTILE["raise"]))[::3]  # obs and info
