@@ -139,9 +139,13 @@ def test_stdlib_shadowing_modules_planted_in_the_work_dir_do_not_shadow(pool: Sa
     shadow_now = fill(PLANT_EVERYWHERE) + "\n" + HONEST_IMPORTS.replace("def add", "def _add")
     run_tests(shadow_now, ADD, pool=pool)
     assert run_tests(HONEST_IMPORTS, ADD, pool=pool).fraction == 1.0
-    order = probe(pool, "import sys\ndef probe():\n    return [p for p in sys.path if 'agentenv' in p"
-                        " or p in ('', '.')] + [sys.path.index('/opt/agentenv') == len(sys.path) - 1]")
-    assert order == "['/opt/agentenv', True]"
+    order = ast.literal_eval(probe(pool, (
+        "import sys\ndef probe():\n"
+        "    ours = [i for i, p in enumerate(sys.path) if 'agentenv' in p or p in ('', '.')]\n"
+        "    return [sys.path[i] for i in ours], ours == list(range(len(sys.path) - len(ours), len(sys.path)))")))
+    # the runner's directory, then the exposed packages' (when numpy is installed), after the rest
+    assert order[0][0] == "/opt/agentenv" and set(order[0][1:]) <= {"/opt/agentenv-packages"}
+    assert order[1] is True
 
 
 def test_the_runner_and_system_paths_are_read_only(pool: SandboxPool) -> None:

@@ -45,12 +45,14 @@ def test_a_plain_assert_is_split_into_the_call_the_child_evaluates() -> None:
 def test_method_calls_on_candidate_results_are_operations_on_the_value() -> None:
     """Only the call into the candidate is shipped; what the check does to its result (method
     calls, attributes, subscripts) is an operation the trusted side applies once it crossed
-    (the child applies it only to an object that cannot cross, like a ``Solution()``)."""
+    (the child applies it only to an object that cannot cross). A method of an object the
+    check constructs (``Solution().solve(x)``) is shipped with its construction: its value is
+    the method's."""
     plan = plan_checks(["assert Solution().solve([1, 2]) == 3",
                         "assert abs(f(1.5) - 0.5) < 1e-6 and g(2)[0] == 'x'",
                         "assert name(1).strip().startswith('a')"])
-    assert plan.checks[0].calls == ("Solution()",)
-    assert plan.checks[0].then == (("_agentenv_recv.solve([1, 2])",),)
+    assert plan.checks[0].calls == ("Solution().solve([1, 2])",)
+    assert plan.checks[0].then == ((),)
     assert plan.checks[1].calls == ("f(1.5)", "g(2)")
     assert plan.checks[1].then == ((), ("_agentenv_recv[0]",))
     assert plan.checks[2].calls == ("name(1)",)

@@ -33,9 +33,9 @@ ADD = Task(
     difficulty="easy", tags=("arithmetic",),
 )
 SCALE = Task(
-    name="scale", prompt="Write `scale(x)` returning x times FACTOR.", entry_point="scale",
-    checks=("assert scale(2) == 6", "assert scale(FACTOR) == 9"),
-    setup_code="FACTOR = 3\n",
+    name="scale", prompt="Write `scale(x)` returning x times factor().", entry_point="scale",
+    checks=("assert scale(2) == 6", "assert scale(factor()) == 9"),
+    setup_code="def factor():\n    return 3\n",  # a setup helper the candidate calls
 )
 # 0.1 * 3 is 0.30000000000000004: only a float tolerance lets these pass.
 THIRDS = Task(
@@ -53,7 +53,7 @@ TASKS = [ADD, SCALE, ECHO]
 
 GOOD = {
     "add": "```python\ndef add(a, b):\n    return a + b\n```",
-    "scale": "```python\ndef scale(x):\n    return x * FACTOR\n```",
+    "scale": "```python\ndef scale(x):\n    return x * factor()\n```",
     "shout": "```python\nprint(input().upper())\n```",
 }
 WRONG_ADD = "```python\ndef add(a, b):\n    return a - b\n```"  # passes only add(0, 0) == 0
@@ -79,7 +79,7 @@ def test_records_carry_a_conversational_prompt_and_every_column_the_reward_needs
         assert row["entry_point"] == task.entry_point
         assert decode_checks(row["checks"]) == task.checks
         assert row["setup_code"] == task.setup_code
-    assert rows[1]["setup_code"] == "FACTOR = 3\n" and rows[1]["float_tolerance"] is None
+    assert rows[1]["setup_code"] == "def factor():\n    return 3\n" and rows[1]["float_tolerance"] is None
     assert to_records([THIRDS])[0]["float_tolerance"] == 1e-9
     assert rows[2]["difficulty"] == "medium"
 

@@ -28,7 +28,7 @@ ADD = Task(name="add", prompt="Write `add(a, b)`.", entry_point="add",
                    "assert add(10, 5) == 15"),
            visible_checks=("assert add(2, 3) == 5",))
 SCALE = Task(name="scale", prompt="Write `scale(x)`.", entry_point="scale",
-             checks=("assert scale(2) == 6",), setup_code="FACTOR = 3\n")
+             checks=("assert scale(2) == 6",), setup_code="def factor():\n    return 3\n")
 RIGHT = "```python\ndef add(a, b):\n    return a + b\n```"
 WRONG = "```python\ndef add(a, b):\n    return a - b\n```"
 VERL_ROOT = Path(verl.__file__).resolve().parent
@@ -45,7 +45,7 @@ def test_records_follow_verls_layout_and_keep_hidden_checks_out_of_the_prompt() 
     assert json.loads(row["reward_model"]["ground_truth"]) == list(ADD.checks)
     assert row["extra_info"]["entry_point"] == "add"
     assert "task" in row["extra_info"]["tools_kwargs"]["submit"]["create_kwargs"]
-    assert rows[1]["extra_info"]["setup_code"] == "FACTOR = 3\n"
+    assert rows[1]["extra_info"]["setup_code"] == "def factor():\n    return 3\n"
     assert "agent_name" not in to_verl_records([ADD])[0]
 
 
@@ -74,7 +74,7 @@ def test_compute_score_grades_the_code_in_the_solution() -> None:
     assert compute_score(DATA_SOURCE, RIGHT, gt, info) == {"score": 1.0, "acc": 1.0}
     assert compute_score(DATA_SOURCE, WRONG, gt, info) == {"score": 0.25, "acc": 0.0}
     assert compute_score(DATA_SOURCE, "no idea", gt, info)["score"] == 0.0
-    scale = "```python\ndef scale(x):\n    return x * FACTOR\n```"
+    scale = "```python\ndef scale(x):\n    return x * factor()\n```"
     batch = compute_score_batch([DATA_SOURCE] * 2, [scale, RIGHT],
                                 [r["reward_model"]["ground_truth"] for r in rows[::-1]],
                                 [r["extra_info"] for r in rows[::-1]])

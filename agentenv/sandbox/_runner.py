@@ -132,7 +132,6 @@ _ValueTooLarge = _wire.ValueTooLarge
 _rpc_send = _rpc.send
 _rpc_recv = _rpc.recv
 _RpcErrors = (_rpc.ChannelClosed, _rpc.ProtocolError)
-_ModuleType = type(sys)
 _STDLIB_NAMES = frozenset(getattr(sys, "stdlib_module_names", ()))
 _getattribute = object.__getattribute__
 
@@ -592,7 +591,6 @@ _MethodType = types.MethodType
 _complex_real = complex.__dict__["real"].__get__
 _complex_imag = complex.__dict__["imag"].__get__
 _exc_cause = BaseException.__dict__["__cause__"].__get__
-_STDLIB_NAMES = frozenset(getattr(sys, "stdlib_module_names", ()))
 _LIVE = frozenset(_id(t) for t in (list, dict, set, bytearray, collections.deque,
                                    collections.defaultdict, collections.Counter,
                                    collections.OrderedDict))
