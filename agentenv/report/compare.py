@@ -18,7 +18,7 @@ from typing import Any
 from agentenv.errors import ConfigError
 from agentenv.records import Trajectory
 from agentenv.report.records import Comparison, MetricDifference
-from agentenv.report.runs import by_task, load_run, run_settings
+from agentenv.report.runs import by_task, load_run, mixed_templates_warning, run_settings
 from agentenv.report.stats import bootstrap_difference, mean, paired_bootstrap
 
 __all__ = ["COMPARED_METRICS", "RunLike", "compare_runs", "resolve_run"]
@@ -98,6 +98,10 @@ def compare_runs(run_a: RunLike, run_b: RunLike, n_boot: int = 10_000, seed: int
                            "difference": interval.to_dict()}
 
     warnings = []
+    for label, settings in (("run A", settings_a), ("run B", settings_b)):
+        mixed = mixed_templates_warning(settings["mixed_templates"], label)
+        if mixed:
+            warnings.append(mixed)
     for key in ("mode", "max_turns", "policy", "model", "token_budget", "feedback_from", "tokenizer"):
         if settings_a[key] != settings_b[key]:
             warnings.append(f"the runs differ in {key}: A {settings_a[key]}, B {settings_b[key]}")

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentenv.report.records import Comparison, MetricRow, ReviseResult, RunMetrics
+from agentenv.report.runs import mixed_templates_warning
 
 __all__ = ["TOKEN_COLUMNS", "count", "difficulty_rows", "format_comparison", "format_report", "format_revise",
            "metric_columns", "resample_arm", "revise_header", "revise_rows", "table", "tokens"]
@@ -111,6 +112,9 @@ def format_report(metrics: RunMetrics) -> str:
     for ids in settings["template_ids"]:
         if ids:
             lines.append("templates: " + ", ".join(f"{k}={v}" for k, v in sorted(ids.items())))
+    mixed = mixed_templates_warning(settings.get("mixed_templates") or {})
+    if mixed:
+        lines.append(f"warning: {mixed}")
     rows = [metric_row("overall", metrics["overall"])]
     rows += [metric_row(f"difficulty {level}", row)
              for level, row in difficulty_rows(metrics["by_difficulty"]).items()]
