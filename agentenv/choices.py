@@ -182,6 +182,7 @@ class PolicyKind(StrEnum):
     MOCK = "mock"
     REFERENCE = "reference"
     SCRIPTED = "scripted"
+    READER = "reader"
     OPENAI = "openai"
 
 

@@ -430,8 +430,8 @@ def _make_run_policy(args: argparse.Namespace, tasks: list[Any]) -> Any:
         verb, pronoun = ("applies", "it") if len(given) == 1 else ("apply", "them")
         raise ConfigError(f"{', '.join(given)} {verb} only to --policy openai, not "
                           f"{args.policy!r}; drop {pronoun} or use --policy openai")
-    if args.policy == "scripted" and not any(t.metadata.get("attempts") for t in tasks):
-        raise ConfigError(f"--policy scripted replays each task's scripted buggy attempts, and no "
+    if args.policy in ("scripted", "reader") and not any(t.metadata.get("attempts") for t in tasks):
+        raise ConfigError(f"--policy {args.policy} replays each task's scripted buggy attempts, and no "
                           f"task of {args.tasks!r} has any (it would only play the reference "
                           "solutions); use --policy reference for that upper bound, or --policy "
                           "openai for a model")
@@ -532,9 +532,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         err.print(f"agentenv run: {_plural(len(tasks), 'task')} x {_plural(args.samples, 'sample')}, "
                   f"{args.policy} policy, {turns}, {args.backend} backend -> {out}")
     unscripted = [t for t in tasks if not t.metadata.get("attempts")]
-    if args.policy == "scripted" and unscripted and not quiet:
+    if args.policy in ("scripted", "reader") and unscripted and not quiet:
         err.print(f"note: {len(unscripted)} of {_plural(len(tasks), 'task')} without scripted "
-                  "attempts: the scripted policy answers them with the reference solution")
+                  f"attempts: the {args.policy} policy answers them with the reference solution")
     if args.token_budget is not None and mode == Mode.MULTI_TURN and not quiet:
         from agentenv.tokens import DEFAULT_MODEL, OFFLINE_ENCODING, approximation
 

@@ -146,7 +146,7 @@ def test_make_policy_builds_every_named_policy() -> None:
     assert isinstance(make_policy("reference", tasks=[ADD]), ReferencePolicy)
     openai = make_policy("openai", model="m", base_url="http://127.0.0.1:9/v1")
     assert isinstance(openai, OpenAIPolicy) and openai.model == "m"
-    assert set(POLICY_NAMES) == {"mock", "reference", "scripted", "openai"}
+    assert set(POLICY_NAMES) == {"mock", "reference", "scripted", "reader", "openai"}
 
 
 def test_make_policy_suggests_a_close_name_for_a_typo() -> None:

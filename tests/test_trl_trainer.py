@@ -1,5 +1,6 @@
 """The TRL recipes, trained for real: GRPOTrainer (TRL 1.16, CPU torch) on the tiny local chat
-model for two steps, single-turn with code_reward and multi-turn with environment_factory."""
+model for two steps, single-turn with code_reward and multi-turn with environment_factory. No
+device field is passed: the recipes choose the CPU themselves (device_args)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ pytest.importorskip("trl")
 
 RECIPES = Path(__file__).resolve().parent.parent / "examples" / "recipes"
 SMALL = dict(max_steps=2, num_generations=4, per_device_train_batch_size=4, max_completion_length=96,
-             logging_steps=1, save_strategy="no", use_cpu=True, learning_rate=1e-4, seed=0,
+             logging_steps=1, save_strategy="no", learning_rate=1e-4, seed=0,
              report_to="none")
 
 
@@ -104,14 +105,14 @@ def test_plain_grpo_trainer_takes_the_factory_as_it_is(tiny_chat_model: str, tmp
     steps, submit graded in the sandbox one call at a time, the episode's return logged."""
     from trl import GRPOConfig, GRPOTrainer
 
-    from agentenv.integrations.trl import environment_factory, to_hf_dataset
+    from agentenv.integrations.trl import device_args, environment_factory, to_hf_dataset
 
     tasks = default_tasks() * 4
     factory = environment_factory(tasks, max_turns=MULTI_TURNS)
     trainer = GRPOTrainer(
         model=tiny_chat_model,
         args=GRPOConfig(output_dir=str(tmp_path), max_tool_calling_iterations=MULTI_TURNS,
-                        remove_unused_columns=False, **SMALL),
+                        remove_unused_columns=False, **device_args(), **SMALL),
         train_dataset=to_hf_dataset(tasks, max_turns=MULTI_TURNS),
         environment_factory=factory,
     )

@@ -26,7 +26,9 @@ infrastructure fault while scoring one row (a sandbox error) scores that row 0, 
 ``code_reward_row_failed`` warning in the log, while the other rows keep their rewards.
 
 Multi-turn training (``environment_factory``, a ``submit`` tool, grading that overlaps across a
-batch) lives in :mod:`agentenv.integrations.trl_env` and is re-exported here.
+batch) lives in :mod:`agentenv.integrations.trl_env`, and :func:`device_args` (the precision and
+device fields the machine supports) in :mod:`agentenv.integrations.trl_device`; both are
+re-exported here.
 
 Not here: generation, the trainer, or anything that imports torch.
 """
@@ -47,6 +49,7 @@ from agentenv.extract import extract_code
 from agentenv.grading.result import RunResult
 from agentenv.grading.scoring import empty_result
 from agentenv.integrations._common import completion_text, resolve_tasks
+from agentenv.integrations.trl_device import device_args
 from agentenv.integrations.trl_env import CodingToolEnv, PrefetchGrading, environment_factory
 from agentenv.log import get_logger
 from agentenv.prompts import Prompts
@@ -68,6 +71,7 @@ __all__ = [
     "code_reward",
     "completion_text",
     "decode_checks",
+    "device_args",
     "environment_factory",
     "make_code_reward",
     "to_hf_dataset",

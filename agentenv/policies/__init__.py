@@ -4,7 +4,9 @@
   from async code.
 - :func:`mock_policy`: the walk-through's mock (solves ``add`` only).
 - :class:`ScriptedPolicy`: replays each task's buggy attempts, then the reference (offline
-  revision); :class:`ReferencePolicy`: the reference solution.
+  revision); :class:`ReferencePolicy`: the reference solution; :class:`ReaderPolicy`: revises
+  by reading the feedback (repairs likelier the more failures it shows), so prompt-template
+  experiments show an effect offline.
 - :class:`OpenAIPolicy` and :func:`openai_policy`: any OpenAI-compatible chat server.
 - :func:`make_policy`: build one by name (what the CLI uses).
 """
@@ -26,6 +28,7 @@ from agentenv.policies.openai_chat import (
     build_messages,
     openai_policy,
 )
+from agentenv.policies.reader import ReaderPolicy
 from agentenv.policies.registry import POLICY_NAMES, make_policy
 from agentenv.policies.scripted import (
     ReferencePolicy,
@@ -42,6 +45,7 @@ __all__ = [
     "Observation",
     "OpenAIPolicy",
     "Policy",
+    "ReaderPolicy",
     "ReferencePolicy",
     "ScriptedPolicy",
     "acall_policy",

@@ -1,6 +1,6 @@
 """Policies by name, for the CLI and configs: ``make_policy("scripted", tasks=...)``.
 
-Names: ``mock``, ``reference``, ``scripted``, ``openai``; or ``"package.module:attribute"`` for
+Names: ``mock``, ``reference``, ``scripted``, ``reader``, ``openai``; or ``"package.module:attribute"`` for
 a policy of your own (a callable is used as is; a class is instantiated with the keyword
 arguments it accepts among those given).
 """
@@ -54,10 +54,12 @@ def make_policy(name: str, *, tasks: Sequence[Task] | None = None, **kwargs: Any
     ``tasks`` are the tasks the run uses (the reference and scripted policies look answers up
     there). For ``openai``, ``kwargs`` are :class:`OpenAIPolicy`'s (``model``, ``base_url``,
     ``api_key``, ``temperature``, ``max_tokens``, ...); ``model`` defaults to gpt-4o.
-    ``scripted`` accepts ``scripts``. Unknown options raise PolicyError.
+    ``scripted`` accepts ``scripts``; ``reader`` (revisions that depend on what the feedback
+    shows) ``per_failure`` and ``base``. Unknown options raise PolicyError.
     """
     from agentenv.policies.mock import mock_policy
     from agentenv.policies.openai_chat import OpenAIPolicy
+    from agentenv.policies.reader import ReaderPolicy
     from agentenv.policies.scripted import ReferencePolicy, ScriptedPolicy
 
     key = name.strip()
@@ -78,6 +80,9 @@ def make_policy(name: str, *, tasks: Sequence[Task] | None = None, **kwargs: Any
     if key == PolicyKind.SCRIPTED:
         no_options(("scripts",))
         return ScriptedPolicy(tasks, scripts=kwargs.get("scripts"))
+    if key == PolicyKind.READER:
+        no_options(("per_failure", "base"))
+        return ReaderPolicy(tasks, **kwargs)
     if key == PolicyKind.OPENAI:
         options = dict(kwargs)
         model = options.pop("model", None) or "gpt-4o"

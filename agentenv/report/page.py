@@ -24,6 +24,7 @@ from agentenv.report.browser import (
     ordered_episodes,
 )
 from agentenv.report.records import MetricRow, ReviseResult, RunMetrics
+from agentenv.report.runs import mixed_templates_warning
 from agentenv.report.text import (
     TOKEN_COLUMNS,
     count,
@@ -95,6 +96,8 @@ def _settings(settings: Mapping[str, Any]) -> str:
         if key == "template_ids":
             shown = "; ".join(", ".join(f"{k}={v}" for k, v in sorted(ids.items())) or "(none)"
                               for ids in values)
+        elif key == "mixed_templates":
+            shown = mixed_templates_warning(values) or "no (every episode used the same templates)"
         else:
             shown = ", ".join(str(v) for v in values)
         rows.append([key, shown or None])

@@ -24,6 +24,8 @@ __all__ = [
     "by_task",
     "load_run",
     "load_summary",
+    "mixed_templates",
+    "mixed_templates_warning",
     "run_mode",
     "run_settings",
     "task_order",
@@ -191,6 +193,7 @@ def run_settings(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
         return sorted({v for v in values if v is not None}, key=str)
 
     template_sets = {json.dumps(t.template_ids, sort_keys=True) for t in trajectories}
+    mixed = mixed_templates(trajectories)
     return {
         "mode": distinct(t.mode for t in trajectories),
         "policy": distinct(t.policy for t in trajectories),
@@ -200,4 +203,25 @@ def run_settings(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
         "feedback_from": distinct(t.feedback_from for t in trajectories),
         "tokenizer": distinct(t.metadata.get("tokenizer") for t in trajectories),
         "template_ids": [json.loads(s) for s in sorted(template_sets)],
+        "mixed_templates": mixed,
     }
+
+
+def mixed_templates(trajectories: Sequence[Trajectory]) -> dict[str, dict[str, int]]:
+    """The templates a run used in more than one version (a template edited between a run and
+    its resume): ``{name: {template id: episodes}}``; empty when every episode used the same."""
+    counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for trajectory in trajectories:
+        for name, template_id in trajectory.template_ids.items():
+            counts[name][template_id] += 1
+    return {name: dict(sorted(ids.items())) for name, ids in sorted(counts.items()) if len(ids) > 1}
+
+
+def mixed_templates_warning(mixed: dict[str, dict[str, int]], label: str = "the run") -> str | None:
+    """One line saying which templates ``label`` mixes, with the episodes of each version."""
+    if not mixed:
+        return None
+    parts = [f"{name} (" + ", ".join(f"{tid}: {n} episode{'s' if n != 1 else ''}"
+                                     for tid, n in ids.items()) + ")" for name, ids in mixed.items()]
+    return (f"{label} mixes template versions: {'; '.join(parts)}; a template was edited between "
+            "runs into the same --out, so its metrics average over both versions")

@@ -7,10 +7,11 @@ rate with no failed first turn or tokens a run did not record.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentenv.report.records import Comparison, MetricRow, ReviseResult, RunMetrics
+from agentenv.report.runs import mixed_templates_warning
 
 __all__ = ["TOKEN_COLUMNS", "count", "difficulty_rows", "format_comparison", "format_report", "format_revise",
            "metric_columns", "resample_arm", "revise_header", "revise_rows", "table", "tokens"]
@@ -111,6 +112,9 @@ def format_report(metrics: RunMetrics) -> str:
     for ids in settings["template_ids"]:
         if ids:
             lines.append("templates: " + ", ".join(f"{k}={v}" for k, v in sorted(ids.items())))
+    mixed = mixed_templates_warning(settings.get("mixed_templates") or {})
+    if mixed:
+        lines.append(f"warning: {mixed}")
     rows = [metric_row("overall", metrics["overall"])]
     rows += [metric_row(f"difficulty {level}", row)
              for level, row in difficulty_rows(metrics["by_difficulty"]).items()]
@@ -130,8 +134,14 @@ def format_report(metrics: RunMetrics) -> str:
     return "\n".join(lines)
 
 
+def _marked_interval(value: Mapping[str, Any]) -> str:
+    """An interval, with `` *`` when it excludes 0."""
+    return _interval(value["low"], value["high"]) + (" *" if value.get("excludes_zero") else "")
+
+
 def format_comparison(comparison: Comparison) -> str:
-    """Per-task and overall differences B - A with their intervals."""
+    """The warnings first, then the overall differences B - A (outcome, then cost per episode)
+    and the per-task ones, each with its interval (``*``: it excludes 0)."""
     a, b = comparison["a"], comparison["b"]
     confidence = round(comparison["confidence"] * 100)
     lines = [f"{label}: {side['path'] or '(episodes)'}  ({count(side['tasks'], 'task')}, "
@@ -142,25 +152,31 @@ def format_comparison(comparison: Comparison) -> str:
                                                    or "(none recorded)"))
     if comparison["same_templates"]:
         lines.append("the two runs used the same templates")
+    if comparison["warnings"]:
+        lines += [""] + [f"warning: {w}" for w in comparison["warnings"]]
     header = ["metric", "A", "B", "B - A", f"{confidence}% CI (paired over tasks)"]
-    rows = []
+    rows: list[list[Any]] = []
     for metric, values in comparison["overall"].items():
         diff = values["difference"]
+        if metric == "turns":
+            rows.append(["cost per episode:", "", "", "", ""])
         rows.append([metric, values["a"], values["b"], _signed(diff["estimate"]),
-                     _interval(diff["low"], diff["high"]) + (" *" if diff["excludes_zero"] else "")])
+                     _marked_interval(diff)])
     lines += ["", f"overall over {count(comparison['common_tasks'], 'common task')} "
               f"({comparison['n_boot']} bootstrap resamples; * = interval excludes 0)",
               table(header, rows)]
     task_header = ["task", "n A", "n B", "solve A", "solve B", "solve B-A", "CI",
-                   "reward B-A", "CI"]
+                   "reward B-A", "CI", "turns B-A", "CI"]
     task_rows = []
     for name, row in comparison["by_task"].items():
-        solve, reward = row["solve_rate"], row["mean_reward"]
+        solve, reward, turns = row["solve_rate"], row["mean_reward"], row["turns"]
         task_rows.append([name, row["episodes_a"], row["episodes_b"], solve["a"], solve["b"],
-                          _signed(solve["difference"]), _interval(solve["low"], solve["high"]),
-                          _signed(reward["difference"]), _interval(reward["low"], reward["high"])])
-    lines += ["", table(task_header, task_rows)]
-    lines += [f"warning: {w}" for w in comparison["warnings"]]
+                          _signed(solve["difference"]), _marked_interval(solve),
+                          _signed(reward["difference"]), _marked_interval(reward),
+                          _signed(turns["difference"]), _marked_interval(turns)])
+    lines += ["", f"per task ({comparison['n_boot_task']} resamples of each run's episodes; "
+              "* = interval excludes 0; - = fewer than two episodes on a side)",
+              table(task_header, task_rows)]
     return "\n".join(lines)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from agentenv.choices import Backend, FeedbackSource, Mode, StopWhen, parse, values
 from agentenv.errors import ConfigError
+from agentenv.prompts import Prompts
 from agentenv.settings import (
     DEFAULT_CONCURRENCY,
     DEFAULT_MAX_TURNS,
@@ -160,8 +161,11 @@ def config_record(config: RolloutConfig, tasks: Sequence[Task], policy_name: str
 
 
 def run_identity(config: RolloutConfig, tasks: Sequence[Task]) -> dict[str, Any]:
-    """The settings and task set a resumed run must share with the one it continues."""
-    return {**config.identity(), "task_set_hash": task_set_hash(tasks)}
+    """The settings, task set and template versions (``template_ids``: each template's name and
+    a hash of its source, packaged or from ``prompts_dir``) a resumed run must share with the one
+    it continues: a template edited between a run and its resume is refused, not mixed in."""
+    return {**config.identity(), "task_set_hash": task_set_hash(tasks),
+            "template_ids": dict(Prompts(prompts_dir=config.prompts_dir).template_ids)}
 
 
 def make_env(config: RolloutConfig, tasks: Sequence[Task], seed: int) -> Any:

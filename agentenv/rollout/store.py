@@ -4,7 +4,10 @@
 lands, so a crash loses at most the episodes in flight. Re-opening the same directory resumes:
 the finished episode ids are read back and skipped. A torn last line (the process died while
 writing it) is dropped; any other unreadable line is an error naming the file and line. A
-resumed run must have the same settings and task set (``config.json`` is checked). A partial
+resumed run must have the same settings, task set and template versions (``config.json`` is
+checked; a run written before its identity held the templates' hashes is checked against the
+``template_ids`` its episodes recorded): a template edited in between is refused, naming it,
+rather than mixed into one run. A partial
 episode (stopped by the infrastructure after a graded turn, see :mod:`agentenv.rollout.partial`)
 is written as a line too; when it is continued, its finished record is appended and supersedes
 it (:func:`latest_records`: per episode, the last finished record, else the last partial one).
@@ -33,6 +36,23 @@ __all__ = ["CONFIG_FILE", "SUMMARY_FILE", "TRAJECTORIES_FILE", "RunStore", "late
            "replacing", "write_json_atomic"]
 
 log = get_logger(__name__)
+
+# The identity key that holds the templates' versions ({"feedback": "feedback@<hash>", ...}).
+TEMPLATES_KEY = "template_ids"
+
+
+def _template_changes(old: Any, new: Any) -> list[str]:
+    """The templates whose version differs between two ``template_ids`` maps, as "name
+    (old -> new)"."""
+    old, new = dict(old or {}), dict(new or {})
+    return [f"{name} ({old.get(name, '-')} -> {new.get(name, '-')})"
+            for name in sorted(set(old) | set(new)) if old.get(name) != new.get(name)]
+
+
+def _templates_edited(run_dir: Path, edited: Sequence[str]) -> ConfigError:
+    return ConfigError(
+        f"{run_dir} was run with other templates: {', '.join(edited)}; resuming would mix template "
+        "versions in one run. Restore the templates it was run with, or start a new --out")
 
 TRAJECTORIES_FILE = "trajectories.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -159,12 +179,19 @@ class RunStore:
             except ValueError as exc:
                 raise ConfigError(f"{self.config_path} is not valid JSON ({exc}); remove it or use a "
                                   "new --out") from None
-            old = stored.get("identity", {})
+            old = dict(stored.get("identity", {}))
+            if TEMPLATES_KEY in identity and TEMPLATES_KEY not in old:
+                old[TEMPLATES_KEY] = identity[TEMPLATES_KEY]  # written before: its records say
             changed = sorted(k for k in set(old) | set(identity) if old.get(k) != identity.get(k))
+            edited = _template_changes(old.get(TEMPLATES_KEY), identity.get(TEMPLATES_KEY)) \
+                if TEMPLATES_KEY in changed else None
+            changed = [k for k in changed if k != TEMPLATES_KEY]
             if changed:
                 diffs = ", ".join(f"{k}: {old.get(k)!r} -> {identity.get(k)!r}" for k in changed)
                 raise ConfigError(f"{self.dir} holds a run with other settings ({diffs}); resume it "
                                   "with the same settings or choose a new --out")
+            if edited:
+                raise _templates_edited(self.dir, edited)
         done: list[Trajectory] = []
         if self.trajectories_path.is_file():
             done, torn = _parse_lines(self.trajectories_path)
@@ -176,6 +203,13 @@ class RunStore:
                     not self.trajectories_path.read_bytes().endswith(b"\n"):
                 with self.trajectories_path.open("a", encoding="utf-8") as fh:
                     fh.write("\n")  # the next record must start on its own line
+        if TEMPLATES_KEY in identity:
+            current = dict(identity[TEMPLATES_KEY])
+            for record in done:  # the templates each episode names (single-step: no feedback)
+                edited = _template_changes(record.template_ids,
+                                           {k: current.get(k) for k in record.template_ids})
+                if edited:
+                    raise _templates_edited(self.dir, edited)
         write_json_atomic(self.config_path, {**config, "identity": dict(identity)})
         self._fh = self.trajectories_path.open("a", encoding="utf-8")
         return done

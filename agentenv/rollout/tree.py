@@ -32,7 +32,7 @@ from agentenv.errors import ConfigError, EnvStateError
 from agentenv.log import get_logger
 from agentenv.policies.base import PolicyLike, acall_policy, policy_model, policy_name
 from agentenv.records import Trajectory
-from agentenv.rollout.plan import RolloutConfig, episode_seed, make_env, task_set_hash
+from agentenv.rollout.plan import RolloutConfig, episode_seed, make_env, run_identity, task_set_hash
 from agentenv.rollout.runner import EnvFactory, RolloutResult
 from agentenv.rollout.store import RunStore
 from agentenv.rollout.summary import summarize
@@ -85,7 +85,7 @@ async def arun_repair_trees(tasks: Sequence[Task], policy: PolicyLike, config: R
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
     store = RunStore(out_dir) if out_dir is not None else None
-    identity = {**config.identity(), "task_set_hash": task_set_hash(tasks), "tree": [initial, repairs]}
+    identity = {**run_identity(config, tasks), "tree": [initial, repairs]}
     done_ids: dict[str, Trajectory] = {}
     if store is not None:
         record = {**config.to_dict(), "policy_name": policy_name(policy), "n_tasks": len(tasks),

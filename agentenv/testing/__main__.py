@@ -24,6 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="agentenv-test", help="model id reported by /v1/models")
     parser.add_argument("--tasks", default="builtin",
                         help="task set the scripted model recognises (name or path; default builtin)")
+    parser.add_argument("--reads-feedback", action="store_true",
+                        help="revise as --policy reader does (the fix likelier the more failures "
+                             "the feedback shows) instead of replaying the script")
     parser.add_argument("--responses", type=Path, default=None,
                         help="JSONL file of replies served in order instead: each line a string "
                              "or an object with the fields of ChatReply")
@@ -39,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             from agentenv.tasks import load_tasks
 
-            server = ChatServer(ScriptedModel(load_tasks(args.tasks)), latency=args.latency,
+            model = ScriptedModel(load_tasks(args.tasks), reads_feedback=args.reads_feedback)
+            server = ChatServer(model, latency=args.latency,
                                 model=args.model, port=args.port)
         server.start()
     except Exception as exc:  # one clear line for a bad flag or file

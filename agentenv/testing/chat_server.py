@@ -8,7 +8,9 @@ events with ``"stream": true``) and ``GET /v1/models``. What it answers is plugg
 - a callable ``(request_body) -> str | ChatReply``;
 - by default a :class:`ScriptedModel`: a stand-in "model" that recognises the task in the
   conversation and replays the task's scripted attempts turn by turn (the same script as
-  ``ScriptedPolicy``), so a multi-turn rollout over HTTP shows real revision.
+  ``ScriptedPolicy``), so a multi-turn rollout over HTTP shows real revision; with
+  ``reads_feedback=True`` it revises as ``ReaderPolicy`` does instead (the fix is likelier the
+  more failures the feedback quotes), so a prompt-template experiment over HTTP shows an effect.
 
 A :class:`ChatReply` can also be an error (``status=429`` with ``retry_after``, ``500``, a
 ``400`` whose message says the context is too long) or carry an extra delay, to test retries
@@ -127,17 +129,24 @@ class ScriptedModel:
     conversation. The answer for turn ``t`` is the ``t``-th scripted attempt (the task's
     ``metadata["attempts"]``, or ``scripts[task.name]``), then the reference solution, each in
     a ```` ```python ```` fence. An unknown task gets a polite answer with no code.
+
+    With ``reads_feedback=True`` the answer is :class:`~agentenv.policies.ReaderPolicy`'s for
+    the same conversation (the request's ``seed``, if any, as the episode seed): its revisions
+    depend on what the feedback messages show. ``scripts`` does not apply then.
     """
 
     def __init__(self, tasks: Sequence[Task] | None = None,
-                 scripts: Mapping[str, Sequence[str]] | None = None) -> None:
+                 scripts: Mapping[str, Sequence[str]] | None = None, *,
+                 reads_feedback: bool = False) -> None:
         if tasks is None:
             from agentenv.tasks.builtin import builtin_tasks
 
             tasks = builtin_tasks()
-        from agentenv.policies.scripted import scripted_answer  # here, not on the first request
+        from agentenv.policies.reader import ReaderPolicy  # here, not on the first request
+        from agentenv.policies.scripted import scripted_answer
 
         self._answer = scripted_answer
+        self._reader = ReaderPolicy(list(tasks)) if reads_feedback else None
         self.tasks = list(tasks)
         self.scripts = dict(scripts or {})
         self._index()
@@ -177,6 +186,11 @@ class ScriptedModel:
         task = self.find_task(messages)
         if task is None:
             return ChatReply("I do not recognise this task, so I have no code to offer.")
+        if self._reader is not None:
+            if self._reader.tasks.get(task.name) is not task:
+                self._reader.tasks[task.name] = task  # the task list was changed in place
+            return ChatReply(self._reader({"task_name": task.name, "messages": messages,
+                                           "seed": body.get("seed")}))
         turn = 1 + sum(1 for m in messages if m.get("role") == "assistant")
         return ChatReply(self._answer(task, turn, self.scripts.get(task.name)))
 

@@ -2,9 +2,11 @@
 
     python examples/recipes/trl_grpo.py --model Qwen/Qwen2.5-Coder-0.5B-Instruct --tasks mbpp
 
-Needs ``pip install -e ".[trl]"`` in a clone (published: ``pip install "agentenv-coding[trl]"``). The part of ``build`` between the ``README`` markers is
-the README's snippet, character for character (tests/test_recipes.py checks it); the test suite
-runs ``build`` for two steps on a tiny local model.
+Needs ``pip install -e ".[trl]"`` in a clone (published: ``pip install "agentenv-coding[trl]"``).
+Runs on a GPU (bf16 where supported) and on a CPU-only machine alike (``device_args``). The
+part of ``build`` between the ``README`` markers is the README's snippet, character for
+character (tests/test_recipes.py checks it); the test suite runs ``build`` for two steps on a
+tiny local model.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ def build(model: str = MODEL, tasks: Any = "builtin", **overrides: Any) -> Any:
     # README >>>
     from trl import GRPOConfig, GRPOTrainer
 
-    from agentenv.integrations.trl import code_reward, to_hf_dataset
+    from agentenv.integrations.trl import code_reward, device_args, to_hf_dataset
 
     trainer = GRPOTrainer(
         model=model,                           # e.g. "Qwen/Qwen2.5-Coder-0.5B-Instruct"
@@ -36,6 +38,7 @@ def build(model: str = MODEL, tasks: Any = "builtin", **overrides: Any) -> Any:
             "max_completion_length": 512,
             "learning_rate": 1e-6,
             "remove_unused_columns": False,    # keep the task columns: code_reward reads them
+            **device_args(),                   # bf16 on a GPU that has it, else fp32 (CPU: use_cpu)
             **overrides,                       # e.g. {"max_steps": 100}
         }),
     )

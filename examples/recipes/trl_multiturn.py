@@ -3,8 +3,10 @@ and revises, up to ``max_turns`` times; the episode's return is the reward.
 
     python examples/recipes/trl_multiturn.py --model Qwen/Qwen2.5-Coder-0.5B-Instruct --max-turns 3
 
-Needs ``pip install -e ".[trl]"`` in a clone (published: ``pip install "agentenv-coding[trl]"``) and a model whose chat template TRL can parse tool calls
-from (Qwen2.5/Qwen3, Llama 3.1+, ...). The part of ``build`` between the ``README`` markers is
+Needs ``pip install -e ".[trl]"`` in a clone (published: ``pip install "agentenv-coding[trl]"``) and a model whose chat template renders tool calls and
+that TRL can parse them back from (Qwen2.5/Qwen3, Llama 3.1/3.2, GPT-OSS, Gemma 4, ...; see the
+README's multi-turn section); others are refused when the trainer is built. Runs on a GPU (bf16
+where supported) and on a CPU-only machine alike (``device_args``). The part of ``build`` between the ``README`` markers is
 the README's snippet, character for character (tests/test_recipes.py checks it); the test suite
 runs ``build`` for two steps on a tiny local model.
 """
@@ -26,7 +28,12 @@ def build(model: str = MODEL, tasks: Any = "builtin", max_turns: int = 3,
     # README >>>
     from trl import GRPOConfig, GRPOTrainer
 
-    from agentenv.integrations.trl import PrefetchGrading, environment_factory, to_hf_dataset
+    from agentenv.integrations.trl import (
+        PrefetchGrading,
+        device_args,
+        environment_factory,
+        to_hf_dataset,
+    )
 
     class Trainer(PrefetchGrading, GRPOTrainer):  # grades a batch's submissions at once
         pass
@@ -44,6 +51,7 @@ def build(model: str = MODEL, tasks: Any = "builtin", max_turns: int = 3,
             "max_tool_calling_iterations": max_turns,
             "learning_rate": 1e-6,
             "remove_unused_columns": False,    # reset() reads the row's task_name
+            **device_args(),                   # bf16 on a GPU that has it, else fp32 (CPU: use_cpu)
             **overrides,                       # e.g. {"max_steps": 100}
         }),
     )
