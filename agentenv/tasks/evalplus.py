@@ -24,9 +24,12 @@ The mapping, one record to one :class:`~agentenv.tasks.schema.Task`:
 - ``float_tolerance`` is ``atol``, or ``1e-6`` when ``atol`` is 0 and an output is a float (as
   EvalPlus compares floats); MBPP+'s ``test_imports`` go into ``setup_code``.
 
-Not reproduced: EvalPlus's input contracts (``contract``) and the handful of special oracles it
-hard-codes for single problems (e.g. HumanEval/32, any root ``find_zero`` finds); those tasks
-are compared by value, like the rest.
+Not reproduced: EvalPlus's input contracts (``contract``); the handful of special oracles it
+hard-codes for single problems (e.g. HumanEval/32, any root ``find_zero`` finds), which are
+compared by value like the rest; and the argument types EvalPlus restores for some MBPP+
+problems whose inputs JSON cannot hold (tuples, sets, complex numbers): their arguments are
+passed as the file's lists, to the reference and the candidate alike, so a candidate that
+relies on getting a tuple can fail where EvalPlus passes it.
 """
 
 from __future__ import annotations
