@@ -220,6 +220,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--address", default=None, help="Ray cluster address for --backend ray")
     run.add_argument("--token-budget", type=_positive_int, default=None,
                      help="end an episode when its conversation would exceed this many tokens")
+    run.add_argument("--tokenizer", default=None, metavar="PATH_OR_NAME",
+                     help="count tokens with this tokenizer, through its chat template when it has "
+                          "one: a local Hugging Face tokenizer directory, a model id in the local "
+                          "Hugging Face cache, or a tiktoken name (default: --model's tiktoken "
+                          "encoding); loaded offline")
     run.add_argument("--prompts-dir", default=None, help="directory of Jinja templates overriding "
                                                          "system.j2 / task.j2 / feedback.j2")
     run.add_argument("--feedback-from", choices=values(FeedbackSource), default=FeedbackSource.ALL.value,
@@ -511,6 +516,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.prompts_dir is not None and not Path(args.prompts_dir).is_dir():
         raise ConfigError(f"--prompts-dir {args.prompts_dir} is not a directory")
     mode = Mode.SINGLE_STEP.value if args.single_step else Mode.MULTI_TURN.value
+    tokenizer = None
+    if args.tokenizer is not None:  # loaded here, so that a wrong one fails before any episode
+        from agentenv.tokens import load_tokenizer
+
+        tokenizer = load_tokenizer(args.tokenizer)
     config = RolloutConfig(
         tasks=args.tasks, policy=args.policy,
         model=(args.model or "gpt-4o") if args.policy == "openai" else None,
@@ -519,7 +529,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         samples=args.samples, seed=args.seed, concurrency=args.concurrency, timeout=args.timeout,
         token_budget=args.token_budget, prompts_dir=args.prompts_dir,
         feedback_from=args.feedback_from, stop_when=args.stop_when, backend=args.backend,
-        address=args.address,
+        address=args.address, tokenizer=args.tokenizer,
     )
     out = Path(args.out) if args.out else _default_out()
     _writable_dir(out)
@@ -538,7 +548,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.token_budget is not None and mode == Mode.MULTI_TURN and not quiet:
         from agentenv.tokens import DEFAULT_MODEL, OFFLINE_ENCODING, approximation
 
-        why = approximation(config.model or DEFAULT_MODEL)
+        counted_with = config.tokenizer or config.model or DEFAULT_MODEL
+        is_tiktoken = tokenizer is None or type(tokenizer).__module__.startswith("tiktoken")
+        why = approximation(counted_with) if is_tiktoken else None
         if why:  # one short line: the clause without its details (--log-level debug has them)
             err.print(f"note: the token budget is counted with {OFFLINE_ENCODING}: "
                       f"{why.split(' (')[0]}")

@@ -81,6 +81,7 @@ DATASET_PATH_VARS: Mapping[str, str] = {
     "mbpp": "AGENTENV_MBPP_PATH",
     "apps": "AGENTENV_APPS_PATH",
     "livecodebench": "AGENTENV_LIVECODEBENCH_PATH",
+    "evalplus": "AGENTENV_EVALPLUS_PATH",
 }
 _TRUTHY = {"1", "true", "yes", "on"}
 

@@ -19,6 +19,14 @@ What it owns:
   that open the reply (``<|im_start|>assistant<|im_sep|>``), so ``count_chat(messages)`` is
   the request's ``prompt_tokens``; a reply costs its content tokens alone (``completion_tokens``).
   ``truncate`` cuts a text to at most n tokens.
+  A Hugging Face tokenizer that has a chat template is counted through that template instead
+  (``TokenCounter.templated``): a chat costs what the template renders for it, a message what
+  it adds to a rendered chat, the reply priming what the generation prompt adds; texts are
+  encoded without the special tokens the tokenizer would add on its own (the template writes
+  those), so ``count_chat`` equals the ``prompt_tokens`` of a server that uses that template.
+- ``load_tokenizer(spec)``: what ``--tokenizer PATH_OR_NAME`` names, loaded offline: a local
+  Hugging Face tokenizer directory, a tiktoken model or encoding name, or a model id already in
+  the local Hugging Face cache; a ConfigError saying what to do when it is none of them.
   With a tiktoken encoding (or the regex fallback), whose counts depend on the text alone,
   recent counts are remembered per tokenizer: every episode opens with the same system
   message and, across samples, the same task message, and rollouts reset an env per episode.
@@ -52,6 +60,7 @@ __all__ = [
     "approximation",
     "clear_tokenizer_cache",
     "get_tokenizer",
+    "load_tokenizer",
     "tiktoken_cache_path",
 ]
 
@@ -268,6 +277,66 @@ def clear_tokenizer_cache() -> None:
         _approximations.clear()
 
 
+def _load_hf(spec: str) -> Any:
+    """A Hugging Face tokenizer from a directory or the local cache, never from the network."""
+    from agentenv.errors import ConfigError
+
+    try:
+        from transformers import AutoTokenizer
+    except ImportError as exc:
+        raise ConfigError(f"--tokenizer {spec}: loading a Hugging Face tokenizer needs transformers; "
+                          'pip install -e ".[hf]" (or pip install transformers)') from exc
+    try:
+        return AutoTokenizer.from_pretrained(spec, local_files_only=True)
+    except Exception as exc:
+        raise ConfigError(
+            f"--tokenizer {spec}: cannot be loaded offline ({_short(exc)}); pass a directory holding "
+            "the model's tokenizer files (tokenizer.json, tokenizer_config.json), e.g. from "
+            f"`huggingface-cli download {spec} --local-dir DIR`, or a tiktoken encoding name"
+        ) from exc
+
+
+@functools.cache
+def _load_tokenizer_cached(spec: str) -> Any:
+    from agentenv.errors import ConfigError
+
+    path = os.path.expanduser(spec)
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            raise ConfigError(f"--tokenizer {spec}: a file, not a directory; pass the directory "
+                              "that holds tokenizer.json and tokenizer_config.json")
+        return _load_hf(os.path.abspath(path))
+    try:
+        import tiktoken  # noqa: F401
+    except ImportError:  # pragma: no cover - tiktoken is a dependency
+        known = None
+    else:
+        known = _resolve_encoding_name(spec)
+    if known is not None:
+        return get_tokenizer(spec)
+    if spec.startswith((".", "/", "~")) or spec.endswith("/") or spec.count("/") > 1:  # a path
+        raise ConfigError(f"--tokenizer {spec}: no such directory; pass the directory that holds "
+                          "the model's tokenizer files, a Hugging Face model id in the local cache, "
+                          "or a tiktoken encoding name")
+    return _load_hf(spec)
+
+
+def load_tokenizer(spec: str) -> Tokenizer:
+    """The tokenizer ``spec`` names, loaded without the network (cached per process).
+
+    In order: an existing directory is a Hugging Face tokenizer (``AutoTokenizer``); a name
+    tiktoken knows (``gpt-4o``, ``o200k_base``) is :func:`get_tokenizer`'s; anything else is a
+    Hugging Face model id looked up in the local cache only. Raises ConfigError, saying what to
+    pass instead, when none of them loads.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        from agentenv.errors import ConfigError
+
+        raise ConfigError(f"--tokenizer needs a directory or a name, got {spec!r}")
+    tokenizer: Tokenizer = _load_tokenizer_cached(spec.strip())
+    return tokenizer
+
+
 _COUNT_CACHE_ENTRIES = 1024   # texts remembered per tokenizer (oldest forgotten first)
 _COUNT_CACHE_MAX_CHARS = 16_384  # longer texts are counted every time
 _count_caches: weakref.WeakKeyDictionary[Any, dict[str, int]] = weakref.WeakKeyDictionary()
@@ -301,10 +370,14 @@ class TokenCounter:
     ``tokenizer`` may be a Tokenizer object, a model or encoding name for :func:`get_tokenizer`,
     or None for the default model's encoding. tiktoken encodings count special-token text such
     as ``<|endoftext|>`` as ordinary text instead of raising, since policies may emit it.
+    A tokenizer with a chat template (a Hugging Face one) counts chats and messages through it
+    (``templated``; then ``per_message`` is unused and ``reply_priming`` is the template's);
+    ``chat_template=False`` counts it the OpenAI way instead.
     """
 
     def __init__(self, tokenizer: Tokenizer | str | None = None, *,
-                 per_message: int = CHAT_MESSAGE_OVERHEAD, reply_priming: int = REPLY_PRIMING) -> None:
+                 per_message: int = CHAT_MESSAGE_OVERHEAD, reply_priming: int = REPLY_PRIMING,
+                 chat_template: bool = True) -> None:
         if tokenizer is None or isinstance(tokenizer, str):
             tokenizer = get_tokenizer(tokenizer or DEFAULT_MODEL)
         if not callable(getattr(tokenizer, "encode", None)):
@@ -323,10 +396,23 @@ class TokenCounter:
         self.reply_priming = reply_priming
         self._roles: dict[str, int] = {}
         self.name = _tokenizer_name(tokenizer)
-        # tiktoken's encode() raises on special-token text; encode_ordinary() does not.
+        # tiktoken's encode() raises on special-token text; encode_ordinary() does not. A Hugging
+        # Face tokenizer would add its BOS/EOS to every text: a chat template writes those itself.
         ordinary = getattr(tokenizer, "encode_ordinary", None)
-        self._encode = ordinary if callable(ordinary) else tokenizer.encode
+        self._encode: Callable[[str], Sequence[Any]]
+        if callable(ordinary):
+            self._encode = ordinary
+        elif callable(getattr(tokenizer, "apply_chat_template", None)):
+            encode: Any = tokenizer.encode
+            self._encode = functools.partial(encode, add_special_tokens=False)
+        else:
+            self._encode = tokenizer.encode
         self._cache = _shared_count_cache(tokenizer)
+        self.templated = False
+        self._template = _ChatTemplateCosts.calibrate(tokenizer, self._encode) if chat_template else None
+        if self._template is not None:
+            self.templated = True
+            self.reply_priming = self._template.reply_priming
 
     def count(self, text: str) -> int:
         """Tokens of ``text`` alone."""
@@ -347,6 +433,8 @@ class TokenCounter:
 
     def count_message(self, content: str, role: str = "") -> int:
         """Tokens one chat message adds to a request: delimiters, role and content."""
+        if self._template is not None:
+            return self._template.message(content, role)
         role_tokens = self._roles.get(role)
         if role_tokens is None:
             role_tokens = self._roles.setdefault(role, self.count(role))
@@ -354,6 +442,10 @@ class TokenCounter:
 
     def count_chat(self, messages: Sequence[Mapping[str, str]]) -> int:
         """A request's ``prompt_tokens``: every message, plus the tokens that prime the reply."""
+        if self._template is not None:
+            total = self._template.chat(messages)
+            if total is not None:
+                return total
         return sum(self.count_message(m["content"], m["role"]) for m in messages) + self.reply_priming
 
     def truncate(self, text: str, max_tokens: int) -> str:
@@ -378,5 +470,80 @@ class TokenCounter:
         return text[:low]
 
     def __repr__(self) -> str:
+        if self.templated:
+            return f"TokenCounter({self.name!r}, chat template, reply_priming={self.reply_priming})"
         return (f"TokenCounter({self.name!r}, per_message={self.per_message}, "
                 f"reply_priming={self.reply_priming})")
+
+
+# Stand-in contents for the messages around the one being counted (their costs cancel out).
+_PROBE_SYSTEM, _PROBE_USER, _PROBE_REPLY = "You write code.", "Write f.", "def f(): pass"
+
+
+class _ChatTemplateCosts:
+    """A tokenizer's chat template turned into the counter's additive costs.
+
+    A message costs what it adds to a rendered chat at the place it takes in an episode: the
+    system message opens it, then the task's user message, then replies and feedback alternate.
+    The surrounding messages are fixed probes, so for the concatenating templates in common use
+    (ChatML, Llama 3's) the costs add up exactly to the rendered chat; ``chat`` renders a whole
+    chat when it is asked for one.
+    """
+
+    _MEMO_ENTRIES = 1024
+
+    def __init__(self, tokenizer: Any, encode: Callable[[str], Sequence[Any]]) -> None:
+        self._tokenizer = tokenizer
+        self._encode = encode
+        self._memo: dict[tuple[str, str], int] = {}
+        opening = [{"role": "system", "content": _PROBE_SYSTEM}, {"role": "user", "content": _PROBE_USER}]
+        self._opening = opening
+        self._after_reply = [*opening, {"role": "assistant", "content": _PROBE_REPLY}]
+        opening_tokens = self._rendered(opening, False)
+        self._base = {"assistant": opening_tokens, "user": self._rendered(self._after_reply, False)}
+        self._first_user = opening_tokens - self._rendered(opening[:1], False)
+        self.reply_priming = self._rendered(opening, True) - opening_tokens
+
+    @classmethod
+    def calibrate(cls, tokenizer: Any, encode: Callable[[str], Sequence[Any]]) -> _ChatTemplateCosts | None:
+        """The costs of ``tokenizer``'s chat template; None when it has none, or it cannot render
+        an episode's chat (then messages are counted the OpenAI way, and a warning says so)."""
+        if not callable(getattr(tokenizer, "apply_chat_template", None)) or not getattr(tokenizer, "chat_template", None):
+            return None
+        try:
+            return cls(tokenizer, encode)
+        except Exception as exc:
+            get_logger(__name__).warning("chat_template_unusable", tokenizer=_tokenizer_name(tokenizer),
+                                         reason=_short(exc), using="per-message overhead")
+            return None
+
+    def _rendered(self, messages: Sequence[Mapping[str, Any]], generation: bool) -> int:
+        text = self._tokenizer.apply_chat_template([dict(m) for m in messages], tokenize=False,
+                                                   add_generation_prompt=generation)
+        return len(self._encode(str(text)))
+
+    def message(self, content: str, role: str) -> int:
+        key = (role, content)
+        cost = self._memo.get(key)
+        if cost is not None:
+            return cost
+        if role == "system":
+            cost = self._rendered([{"role": "system", "content": content}, self._opening[1]], False) - self._first_user
+        elif role == "assistant":
+            cost = self._rendered([*self._opening, {"role": role, "content": content}], False) - self._base["assistant"]
+        else:  # feedback (and any other role) follows a reply
+            cost = self._rendered([*self._after_reply, {"role": role, "content": content}], False) - self._base["user"]
+        cost = max(cost, 0)
+        if len(content) <= _COUNT_CACHE_MAX_CHARS:
+            if len(self._memo) >= self._MEMO_ENTRIES:
+                with contextlib.suppress(StopIteration, RuntimeError):
+                    self._memo.pop(next(iter(self._memo)), None)
+            self._memo[key] = cost
+        return cost
+
+    def chat(self, messages: Sequence[Mapping[str, str]]) -> int | None:
+        """A whole chat's prompt tokens, as the template renders it with the generation prompt."""
+        try:
+            return self._rendered(messages, True)
+        except Exception:  # a chat the template refuses (e.g. roles out of order): count it by parts
+            return None

@@ -51,7 +51,8 @@ SLOW_FILES = frozenset({
     "test_trl_trainer.py",
 })
 # Single slow tests elsewhere (by name; parametrized cases included): chromium, hangs that run
-# to their timeout, the widest budget sweep, a fresh-process download, concurrent sandbox rows.
+# to their timeout, the widest budget sweep, a fresh-process download, concurrent sandbox rows,
+# collecting the whole suite.
 SLOW_TESTS = frozenset({
     "test_a_screenshot_of_the_browser_is_a_real_rendering",
     "test_no_page_runs_off_a_narrow_window",
@@ -60,6 +61,7 @@ SLOW_TESTS = frozenset({
     "test_a_hanging_download_times_out_and_falls_back_in_a_fresh_process",
     "test_identical_submissions_in_a_batch_run_once_and_rows_run_concurrently",
     "test_verifiers_recipe_scores_a_reference_with_the_rubric",
+    "test_the_readme_test_counts_match_the_collected_suite",
 })
 
 

@@ -14,6 +14,12 @@ reward does not apply. This module follows that convention:
   of its last tool call), run it against that row's checks
   in the sandbox and return agentenv's dense reward; :func:`make_code_reward` builds variants
   with another reward, timeout, isolation level or concurrency.
+- curricula by pass rate: ``make_code_reward(curriculum=PassRateCurriculum(tasks))`` records
+  every scored row's outcome (passed or not) under its ``task_name``; :class:`PassRateSampler`
+  draws the rows of each batch from that running window (a sampler for the trainer's
+  DataLoader, each row repeated once per generation as GRPO's groups need), and
+  :func:`group_mask` marks the completions of groups whose rewards are all equal (DAPO's
+  dynamic sampling drops them; a trainer's own filter, e.g. verl's ``filter_groups``, can too).
 
 The columns (``ROW_COLUMNS``): ``task_name``, ``entry_point``, ``checks`` (a JSON list: a check
 is a string of Python or ``{"stdin", "expected_stdout"}``; JSON keeps one Arrow type for assert
@@ -38,7 +44,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +61,7 @@ from agentenv.log import get_logger
 from agentenv.prompts import Prompts
 from agentenv.records import classify_outcome
 from agentenv.rewards import RewardFn, checked_reward, get_reward
+from agentenv.rollout.curriculum import PassRateCurriculum, informative
 from agentenv.tasks import schema
 from agentenv.tasks.schema import (
     EQUALITIES,
@@ -66,6 +73,8 @@ from agentenv.tasks.schema import (
 __all__ = [
     "ROW_COLUMNS",
     "CodingToolEnv",
+    "PassRateCurriculum",
+    "PassRateSampler",
     "PrefetchGrading",
     "acode_reward",
     "code_reward",
@@ -73,6 +82,7 @@ __all__ = [
     "decode_checks",
     "device_args",
     "environment_factory",
+    "group_mask",
     "make_code_reward",
     "to_hf_dataset",
     "to_records",
@@ -238,7 +248,8 @@ def _no_code(checks: Sequence[Check]) -> RunResult:
 
 
 def _finish(subs: list[_Submission | None], results: Mapping[_Submission, RunResult],
-            reward_fn: RewardFn, name: str, columns: Mapping[str, Any]) -> list[float | None]:
+            reward_fn: RewardFn, name: str, columns: Mapping[str, Any],
+            curriculum: PassRateCurriculum | None = None) -> list[float | None]:
     rewards: list[float | None] = []
     outcomes: list[str] = []
     for sub in subs:
@@ -250,7 +261,74 @@ def _finish(subs: list[_Submission | None], results: Mapping[_Submission, RunRes
         rewards.append(checked_reward(reward_fn, result, sub.code))
         outcomes.append(classify_outcome(sub.code, result))
     _log(outcomes, name, columns)
+    if curriculum is not None:
+        _record(curriculum, subs, outcomes, columns)
     return rewards
+
+
+def _record(curriculum: PassRateCurriculum, subs: list[_Submission | None], outcomes: list[str],
+            columns: Mapping[str, Any]) -> None:
+    """Feed each scored row's outcome to the curriculum, under its task's name."""
+    names = _column(columns, "task_name", len(subs))
+    if names is None:
+        raise ConfigError("a curriculum needs the 'task_name' column (to_records writes it; keep "
+                          "remove_unused_columns=False)")
+    for task_name, outcome in zip(names, outcomes, strict=True):
+        if outcome:  # a row with no checks is not scored
+            curriculum.record(str(task_name), outcome == "pass")
+
+
+def group_mask(rewards: Sequence[float | None], group_size: int) -> list[bool]:
+    """One flag per completion: False for the completions of a group whose rewards are all equal.
+
+    ``rewards`` holds consecutive groups of ``group_size`` (GRPO's ``num_generations``), as TRL
+    orders a batch. Such a group's advantages are all 0: DAPO's dynamic sampling drops it and
+    samples more prompts instead. None rewards (a fault) are left out before comparing.
+    """
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
+        raise ConfigError(f"group_size must be an integer >= 1, got {group_size!r}")
+    if len(rewards) % group_size:
+        raise ConfigError(f"{len(rewards)} rewards do not split into groups of {group_size}")
+    mask: list[bool] = []
+    for start in range(0, len(rewards), group_size):
+        mask += [informative(rewards[start:start + group_size])] * group_size
+    return mask
+
+
+class PassRateSampler:
+    """Dataset row indices for a trainer's DataLoader, drawn by the curriculum's pass rates.
+
+    Each batch draws ``prompts_per_batch`` distinct tasks from ``curriculum`` when it is reached
+    (so outcomes recorded meanwhile by ``make_code_reward(curriculum=...)`` count) and yields the
+    row of each ``repeat`` times in a row (``num_generations``: a GRPO group). ``task_names`` is
+    the dataset's ``task_name`` column; ``batches`` bounds the iteration (``len`` is
+    ``batches * prompts_per_batch * repeat``).
+    """
+
+    def __init__(self, curriculum: PassRateCurriculum, task_names: Sequence[str], *,
+                 prompts_per_batch: int, repeat: int = 1, batches: int = 1000) -> None:
+        rows: dict[str, int] = {}
+        for i, task_name in enumerate(task_names):
+            rows.setdefault(str(task_name), i)
+        missing = [n for n in curriculum.names if n not in rows]
+        if missing:
+            raise ConfigError(f"the curriculum's tasks {missing[:3]} are not in the dataset's task_name column")
+        for label, value in (("prompts_per_batch", prompts_per_batch), ("repeat", repeat), ("batches", batches)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{label} must be an integer >= 1, got {value!r}")
+        self.curriculum = curriculum
+        self._rows = rows
+        self.prompts_per_batch = min(prompts_per_batch, len(curriculum.names))
+        self.repeat = repeat
+        self.batches = batches
+
+    def __iter__(self) -> Iterator[int]:
+        for _ in range(self.batches):
+            for task_name in self.curriculum.sample(self.prompts_per_batch):
+                yield from [self._rows[task_name]] * self.repeat
+
+    def __len__(self) -> int:
+        return self.batches * self.prompts_per_batch * self.repeat
 
 
 def _log(outcomes: list[str], name: str, columns: Mapping[str, Any]) -> None:
@@ -292,7 +370,8 @@ def _default_workers() -> int:
 
 def make_code_reward(*, reward: str | RewardFn = "dense", timeout: float = DEFAULT_TIMEOUT,
                      max_workers: int | None = None, isolation: str | None = None,
-                     name: str = "code_reward", asynchronous: bool = False) -> Callable[..., Any]:
+                     name: str = "code_reward", asynchronous: bool = False,
+                     curriculum: PassRateCurriculum | None = None) -> Callable[..., Any]:
     """Build a TRL reward function that scores completions in agentenv's sandbox.
 
     ``reward`` is "dense" (format gate, then the fraction of checks passed), "sparse" (1.0 only
@@ -300,7 +379,8 @@ def make_code_reward(*, reward: str | RewardFn = "dense", timeout: float = DEFAU
     Up to ``max_workers`` sandbox runs go at once; identical submissions in one batch (common in
     a GRPO group) run once. ``name`` is what TRL logs the reward as (``rewards/<name>``).
     With ``asynchronous=True`` the function is ``async def``, which TRL awaits concurrently with
-    other async reward functions.
+    other async reward functions. With a ``curriculum``, every scored row's outcome is recorded
+    in it under the row's ``task_name`` (see :class:`PassRateSampler`).
     """
     reward_fn = get_reward(reward)
     if not timeout > 0:
@@ -361,7 +441,7 @@ def make_code_reward(*, reward: str | RewardFn = "dense", timeout: float = DEFAU
                                completions: Sequence[Any] | None = None,
                                **columns: Any) -> list[float | None]:
             subs = _submissions(completions, columns)
-            return _finish(subs, await arun_batch(subs), reward_fn, name, columns)
+            return _finish(subs, await arun_batch(subs), reward_fn, name, columns, curriculum)
 
         async_reward.__name__ = async_reward.__qualname__ = name
         async_reward.__doc__ = make_code_reward.__doc__
@@ -370,7 +450,7 @@ def make_code_reward(*, reward: str | RewardFn = "dense", timeout: float = DEFAU
     def sync_reward(prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None,
                     **columns: Any) -> list[float | None]:
         subs = _submissions(completions, columns)
-        return _finish(subs, run_batch(subs), reward_fn, name, columns)
+        return _finish(subs, run_batch(subs), reward_fn, name, columns, curriculum)
 
     sync_reward.__name__ = sync_reward.__qualname__ = name
     sync_reward.__doc__ = make_code_reward.__doc__

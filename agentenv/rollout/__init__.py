@@ -7,6 +7,9 @@
   ``summary.json``; ``backend="ray"`` runs them on a Ray cluster.
 - :func:`run_repair_trees` / :func:`arun_repair_trees`: N first programs per task and M repairs
   from each failing one, the shared first turn generated once (snapshot and restore);
+- :func:`run_curriculum` / :func:`arun_curriculum`: rounds of rollouts whose tasks a
+  :class:`PassRateCurriculum` draws by running pass rate, keeping only the groups whose rewards
+  differ (DAPO's dynamic sampling; :func:`split_groups`);
 - :class:`RolloutConfig`, :func:`plan_episodes`: what a run is; :func:`read_trajectories`,
   :func:`summarize`: reading a run back; :func:`register_backend`: a backend of your own.
 
@@ -22,6 +25,15 @@ from __future__ import annotations
 # ray_backend is imported for its registration (it imports Ray itself only when it is used).
 from agentenv.rollout import ray_backend as _ray_backend  # noqa: F401
 from agentenv.rollout.backends import Backend, LocalBackend, backend_names, register_backend
+from agentenv.rollout.curriculum import (
+    CurriculumResult,
+    PassRateCurriculum,
+    PassRateWindow,
+    arun_curriculum,
+    informative,
+    run_curriculum,
+    split_groups,
+)
 from agentenv.rollout.episode import arun_episode, run_episode
 from agentenv.rollout.execute import EnvFactory, EnvPool, EpisodeError
 from agentenv.rollout.plan import EpisodeSpec, RolloutConfig, episode_seed, make_env, plan_episodes
@@ -41,26 +53,33 @@ __all__ = [
     "SUMMARY_FILE",
     "TRAJECTORIES_FILE",
     "Backend",
+    "CurriculumResult",
     "EnvFactory",
     "EnvPool",
     "EpisodeError",
     "EpisodeSpec",
     "LocalBackend",
+    "PassRateCurriculum",
+    "PassRateWindow",
     "RolloutConfig",
     "RolloutResult",
     "RunStore",
+    "arun_curriculum",
     "arun_episode",
     "arun_repair_trees",
     "arun_rollouts",
     "backend_names",
     "episode_seed",
+    "informative",
     "make_env",
     "plan_episodes",
     "read_trajectories",
     "register_backend",
+    "run_curriculum",
     "run_episode",
     "run_repair_trees",
     "run_rollouts",
+    "split_groups",
     "summarize",
     "summarize_group",
 ]

