@@ -33,7 +33,8 @@ from typing import Any
 
 from agentenv.errors import ConfigError, MissingDependency
 from agentenv.integrations._common import encode_task, resolve_tasks
-from agentenv.integrations.trl import ROW_COLUMNS, code_reward, to_records
+from agentenv.integrations.trl import INFRA_ERROR, ROW_COLUMNS, code_reward, to_records
+from agentenv.log import get_logger
 from agentenv.tasks.schema import Task
 
 __all__ = ["DATA_SOURCE", "RETURN_KEY", "TOOL_NAME", "compute_score", "compute_score_batch",
@@ -42,6 +43,8 @@ __all__ = ["DATA_SOURCE", "RETURN_KEY", "TOOL_NAME", "compute_score", "compute_s
 DATA_SOURCE = "agentenv"
 RETURN_KEY = "agentenv_return"   # extra_info key the submit tool writes the episode's return to
 TOOL_NAME = "submit"
+
+log = get_logger(__name__)
 
 
 def to_verl_records(tasks: Iterable[Task] | str, *, data_source: str = DATA_SOURCE,
@@ -122,10 +125,17 @@ def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str
         columns: dict[str, list[Any]] = {
             name: [infos[i].get(name) for i in mine] for name in ROW_COLUMNS if name != "checks"}
         columns["checks"] = [ground_truths[i] for i in mine]
-        rewards = code_reward(completions=[solution_strs[i] for i in mine], **columns)
-        for i, reward in zip(mine, rewards, strict=True):
+        logged: dict[str, list[str]] = {}
+        rewards = code_reward(completions=[solution_strs[i] for i in mine], **columns,
+                              log_extra=logged.__setitem__)
+        outcomes = logged.get("code_reward/outcome") or [""] * len(mine)
+        for i, reward, outcome in zip(mine, rewards, outcomes, strict=True):
             score = 0.0 if reward is None else float(reward)
             out[i] = {"score": score, "acc": float(score == 1.0)}
+            if outcome == INFRA_ERROR:
+                # verl has no masked reward (and wants one key set per batch): the row scores 0
+                # and the log says the sandbox, not the model, failed on it
+                log.warning("compute_score_infra_error", data_source=str(data_sources[i]))
     return [r if r is not None else {"score": 0.0, "acc": 0.0} for r in out]
 
 
