@@ -221,18 +221,32 @@ def _submissions(completions: Sequence[Any] | None,
             out.append(None)
             continue
         entry = entry_points[i] if isinstance(entry_points[i], str) and entry_points[i] else None
-        tolerance = tolerances[i]
-        if tolerance is not None and math.isnan(float(tolerance)):  # a null that pandas made NaN
-            tolerance = None
+        tolerance = _tolerance(tolerances[i], i)
         out.append(_Submission(
             code=_completion_code(completion, entry),
             checks=checks,
             setup_code=setups[i] if isinstance(setups[i], str) else "",
-            float_tolerance=None if tolerance is None else float(tolerance),
+            float_tolerance=tolerance,
             equality=equalities[i] if equalities[i] in EQUALITIES else "python",
             prelude=preludes[i] if isinstance(preludes[i], str) else "",
         ))
     return out
+
+
+def _tolerance(value: Any, row: int) -> float | None:
+    """A row's ``float_tolerance``: a non-negative number, or None (also a null pandas made NaN)."""
+    if value is None:
+        return None
+    try:
+        tolerance = float(value)
+    except (TypeError, ValueError):
+        tolerance = -1.0
+    if math.isnan(tolerance):
+        return None
+    if not 0 <= tolerance < math.inf:
+        raise ConfigError(f"row {row}: float_tolerance must be a non-negative number or null, got "
+                          f"{value!r}; write rows with to_records / to_hf_dataset")
+    return tolerance
 
 
 def _completion_code(completion: Any, entry_point: str | None) -> str:

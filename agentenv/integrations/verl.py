@@ -27,6 +27,7 @@ Nothing here imports verl or torch.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,10 @@ def _info(extra: Any) -> Mapping[str, Any]:
     return extra if isinstance(extra, Mapping) else {}
 
 
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str],
                         ground_truths: Sequence[Any], extra_infos: Sequence[Any] | None = None,
                         **kwargs: Any) -> list[dict[str, float]]:
@@ -114,7 +119,7 @@ def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str
     for i, (source, info) in enumerate(zip(data_sources, infos, strict=True)):
         if not str(source).startswith(DATA_SOURCE):
             out[i] = _foreign(source, solution_strs[i], ground_truths[i], info, **kwargs)
-        elif isinstance(info.get(RETURN_KEY), (int, float)):  # the multi-turn episode's return
+        elif _finite(info.get(RETURN_KEY)):  # the multi-turn episode's return
             score = float(info[RETURN_KEY])
             out[i] = {"score": score, "acc": float(bool(info.get("agentenv_solved")))}
         else:
