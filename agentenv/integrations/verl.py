@@ -38,11 +38,12 @@ from agentenv.integrations.trl import INFRA_ERROR, ROW_COLUMNS, code_reward, to_
 from agentenv.log import get_logger
 from agentenv.tasks.schema import Task
 
-__all__ = ["DATA_SOURCE", "RETURN_KEY", "TOOL_NAME", "compute_score", "compute_score_batch",
+__all__ = ["DATA_SOURCE", "INFRA_KEY", "RETURN_KEY", "TOOL_NAME", "compute_score", "compute_score_batch",
            "to_verl_parquet", "to_verl_records"]
 
 DATA_SOURCE = "agentenv"
 RETURN_KEY = "agentenv_return"   # extra_info key the submit tool writes the episode's return to
+INFRA_KEY = "agentenv_infra_error"  # set by the submit tool when the sandbox failed on a call
 TOOL_NAME = "submit"
 
 log = get_logger(__name__)
@@ -119,7 +120,10 @@ def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str
     for i, (source, info) in enumerate(zip(data_sources, infos, strict=True)):
         if not str(source).startswith(DATA_SOURCE):
             out[i] = _foreign(source, solution_strs[i], ground_truths[i], info, **kwargs)
-        elif _finite(info.get(RETURN_KEY)):  # the multi-turn episode's return
+            continue
+        if info.get(INFRA_KEY):  # verl cannot mask a row: score it, and say the sandbox failed
+            log.warning("compute_score_infra_error", data_source=str(source))
+        if _finite(info.get(RETURN_KEY)):  # the multi-turn episode's return
             score = float(info[RETURN_KEY])
             out[i] = {"score": score, "acc": float(bool(info.get("agentenv_solved")))}
         else:
