@@ -687,9 +687,11 @@ def _cmd_tasks_list(args: argparse.Namespace) -> int:
         table.add_column(column, justify="right" if column in ("#", "checks", "visible", "attempts") else "left")
     for i, task in enumerate(tasks):
         attempts = task.metadata.get("attempts") or ()
-        table.add_row(str(i), task.name, task.difficulty or "-", str(len(task.checks)),
-                      str(len(task.visible_checks)), "yes" if task.reference_solution else "no",
-                      str(len(attempts)) if isinstance(attempts, list) else "-", ", ".join(task.tags))
+        table.add_row(str(i), printable(task.name), printable(task.difficulty or "-"),
+                      str(len(task.checks)), str(len(task.visible_checks)),
+                      "yes" if task.reference_solution else "no",
+                      str(len(attempts)) if isinstance(attempts, list) else "-",
+                      printable(", ".join(task.tags)))
     _stdout().print(table)
     return EXIT_OK
 
@@ -700,9 +702,10 @@ def _cmd_tasks_show(args: argparse.Namespace) -> int:
     tasks = _load_tasks(args)
     task = _find_task(tasks, args.name, args.tasks)
     out = _stdout()
-    out.print(task.name, style="bold", end="")
-    out.print(f"  difficulty={task.difficulty or '-'}  entry_point={task.entry_point}  "
-              f"source={task.source}  tags={', '.join(task.tags) or '-'}")
+    # Everything of a task file is data: its control characters are shown as escapes.
+    out.print(printable(task.name), style="bold", end="")
+    out.print(printable(f"  difficulty={task.difficulty or '-'}  entry_point={task.entry_point}  "
+                        f"source={task.source}  tags={', '.join(task.tags) or '-'}"))
 
     def heading(text: str) -> None:
         out.print()
@@ -710,19 +713,20 @@ def _cmd_tasks_show(args: argparse.Namespace) -> int:
 
     def code(source: str) -> Text:
         # Highlighted text, not a Syntax panel: a panel pads every line to the console's width.
-        text = Syntax(source.strip(), "python").highlight(source.strip())
+        shown = printable(source.strip())
+        text = Syntax(shown, "python").highlight(shown)
         text.rstrip()
         return text
 
     heading("prompt")
-    out.print(task.prompt.strip())
+    out.print(printable(task.prompt.strip()))
     heading(f"hidden checks ({len(task.checks)})")
     for i, check in enumerate(task.checks):
-        out.print(f"  {i}. {check}")
+        out.print(printable(f"  {i}. {check}"))
     if task.visible_checks:
         heading(f"visible checks ({len(task.visible_checks)})")
         for i, check in enumerate(task.visible_checks):
-            out.print(f"  {i}. {check}")
+            out.print(printable(f"  {i}. {check}"))
     if task.setup_code.strip():
         heading("setup code")
         out.print(code(task.setup_code))
@@ -796,11 +800,11 @@ def _cmd_tasks_validate(args: argparse.Namespace) -> int:
             ref, vis = r["reference"], r["visible"]
             first = (ref.failures or (vis.failures if vis is not None else ()) or (None,))[0]
             reason = f"[{first.kind}] {first.check}: {first.message}" if first is not None else "-"
-            table.add_row(r["task"].name, f"{ref.passed}/{ref.total}",
-                          f"{vis.passed}/{vis.total}" if vis is not None else "-", reason)
+            table.add_row(printable(r["task"].name), f"{ref.passed}/{ref.total}",
+                          f"{vis.passed}/{vis.total}" if vis is not None else "-", printable(reason))
         out.print(table)
     for r in passing_attempts:
-        out.print(f"warning: task {r['task'].name!r}: scripted attempt(s) {r['passing_attempts']} "
+        out.print(f"warning: task {printable(repr(r['task'].name))}: scripted attempt(s) {r['passing_attempts']} "
                   "pass every check; a scripted attempt is meant to be a realistic failure")
     checked = len(rows) - len(missing)
     out.print(f"{checked - len(failing)} of {checked} reference solution(s) pass"
@@ -853,7 +857,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     result = scored.hidden
     reward = dense_reward(result, code)
     out = _stdout()
-    out.print(f"task {task.name}: {classify_outcome(code, result)}, passed {result.passed}/{result.total}, "
+    out.print(f"task {printable(task.name)}: {classify_outcome(code, result)}, passed {result.passed}/{result.total}, "
               f"reward {reward:.3f}" + (" (timed out)" if result.timed_out else "")
               + f"  [isolation: {result.isolation}]")
     if scored.visible is not None:
@@ -965,18 +969,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         _configure_logging("error" if args.quiet else args.log_level, args.log_json)
         return _dispatch(args, parser)
     except _UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(printable(f"error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     except ConfigError as exc:  # an option's value: where the options are described
         prog = _command_prog(args)
         hint = "" if "--help" in str(exc) or prog == "agentenv" else f" (see `{prog} --help`)"
-        print(f"agentenv: error: {exc}{hint}", file=sys.stderr)
+        print(printable(f"agentenv: error: {exc}{hint}"), file=sys.stderr)
         return EXIT_USAGE
     except AgentEnvError as exc:
-        print(f"agentenv: error: {exc}", file=sys.stderr)
+        print(printable(f"agentenv: error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     except (OSError, json.JSONDecodeError) as exc:
-        print(f"agentenv: error: {exc}", file=sys.stderr)
+        print(printable(f"agentenv: error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     except SystemExit as exc:  # --help / --version
         return exc.code if isinstance(exc.code, int) else EXIT_OK

@@ -12,8 +12,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
 import secrets
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from agentenv.choices import Equality, IsolationLevel, values
 from agentenv.errors import ConfigError, IsolationUnavailable
@@ -24,7 +27,7 @@ from agentenv.grading.redact import redact_result
 from agentenv.grading.result import RunResult
 from agentenv.sandbox import _schema as schema
 from agentenv.sandbox._limits import DEFAULT_LIMITS, Limits
-from agentenv.sandbox._pool import Pool, default_pool
+from agentenv.sandbox._pool import Pool, default_pool, default_size
 from agentenv.sandbox._wire import parse_frames
 from agentenv.tasks.schema import Check
 
@@ -152,6 +155,30 @@ def _run_plan(plan: Plan, code_str: str, timeout: float, setup_code: str, prelud
     return dataclasses.replace(redact_result(result), limits_enforced=raw.limits), objects
 
 
+# arun_tests' own threads: a sync run blocks its thread for up to its timeout, so runs on the
+# event loop's default executor would hold every other ``to_thread`` of the caller behind them.
+# As many as the default pool runs at once (at least 8); more runs wait here, not there.
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+def _grading_executor() -> ThreadPoolExecutor:
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(max_workers=max(8, default_size()),
+                                           thread_name_prefix="agentenv-arun")
+        return _executor
+
+
+def _forget_executor() -> None:  # a forked child has none of its parent's threads
+    global _executor, _executor_lock
+    _executor, _executor_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_executor)
+
+
 async def arun_tests(
     code_str: str,
     checks: Sequence[Check],
@@ -165,7 +192,8 @@ async def arun_tests(
     equality: str = "python",
     prelude: str = "",
 ) -> RunResult:
-    """The asyncio twin of :func:`run_tests`: same arguments, same result, off the event loop."""
+    """The asyncio twin of :func:`run_tests`: same arguments, same result, off the event loop
+    on agentenv's own bounded thread pool (never the loop's default executor)."""
     import asyncio  # loaded already under a running loop; a top-level import costs every sync caller ~20 ms
 
     loop = asyncio.get_running_loop()
@@ -174,4 +202,4 @@ async def arun_tests(
         float_tolerance=float_tolerance, isolation=isolation, limits=limits, pool=pool,
         equality=equality, prelude=prelude,
     )
-    return await loop.run_in_executor(None, call)
+    return await loop.run_in_executor(_grading_executor(), call)

@@ -48,7 +48,7 @@ def _arguments(function: Mapping[str, Any]) -> Mapping[str, Any] | None:
     if isinstance(arguments, str):  # OpenAI's wire form: a JSON object as a string
         try:
             arguments = json.loads(arguments)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: arguments nested ~1,000 deep
             return None
     return arguments if isinstance(arguments, Mapping) else None
 
@@ -93,7 +93,7 @@ def _text_submission(text: str) -> str:
     for block in blocks:
         try:
             call = json.loads(block.group(1))
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than json can read
             continue
         code = _call_code(call, None)
         if code is not None:

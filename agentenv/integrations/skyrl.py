@@ -13,6 +13,9 @@ the conversation; per-step rewards are the rollout's rewards, ``get_metrics()`` 
   feedback comes back as a user message while the episode goes on. Options come from
   ``env_config`` (``max_turns``, ``token_budget``, ``feedback_from``, ``prompts_dir``,
   ``timeout``, ``isolation``), a row's ``extras["max_turns"]`` overriding ``max_turns``.
+- A step the sandbox could not grade (a ``SandboxError``, an infrastructure fault) is no turn:
+  the env takes it back, the model is told so and may submit again, and the step's metadata
+  carries ``infra_error`` (SkyRL has no masked reward: the step pays 0, the episode goes on).
 - Importing this module registers ``ENV_ID`` with ``skyrl_gym.register``.
 
 Needs the ``skyrl`` extra.
@@ -26,8 +29,9 @@ from typing import Any
 
 from agentenv.credit import episode_return
 from agentenv.envs.multiturn import MultiTurnCodingEnv
-from agentenv.errors import ConfigError, MissingDependency
+from agentenv.errors import ConfigError, MissingDependency, SandboxError
 from agentenv.integrations._common import decode_task
+from agentenv.integrations.trl_env import NOT_GRADED
 from agentenv.integrations.verl import to_verl_records
 from agentenv.tasks.schema import Task
 
@@ -91,7 +95,13 @@ class CodingTextEnv(BaseTextEnv):
         return prompt, {"task_name": obs["task_name"], "max_turns": self.max_turns}
 
     def step(self, action: str) -> BaseTextEnvStepOutput:
-        obs, reward, done, info = self.env.step(action if isinstance(action, str) else "")
+        try:
+            obs, reward, done, info = self.env.step(action if isinstance(action, str) else "")
+        except SandboxError as exc:  # the env took the turn back: not the model's failure
+            return BaseTextEnvStepOutput(
+                observations=[{"role": "user", "content": NOT_GRADED}], reward=0.0, done=False,
+                metadata={"infra_error": f"{type(exc).__name__}: {exc}"[:300]},
+                postprocessed_action=None)
         self.turns = info["turn"]
         observations = [] if done else [{"role": "user", "content": str(obs["feedback"])}]
         metadata = {k: info[k] for k in ("outcome", "passed", "total", "stop_reason", "terminated",

@@ -27,9 +27,15 @@ and stdio tasks alike), ``setup_code``, ``float_tolerance``, ``equality`` (``"py
 ``"strict"``), ``prelude``, ``difficulty``, ``source``. Hidden checks go in the dataset because
 the reward needs them; the prompt never shows them.
 
-One bad completion never costs a batch: whatever a completion does is a result, and an
-infrastructure fault while scoring one row (a sandbox error) scores that row 0, with a
-``code_reward_row_failed`` warning in the log, while the other rows keep their rewards.
+One bad completion never costs a batch: whatever a completion holds or does is that row's
+result (text nobody can read, tool arguments nested past any parser, is a completion without
+code). An infrastructure fault while scoring one row (a ``SandboxError``: the worker lost twice,
+the pool closed, the isolation level unavailable) is not the model's failure: that row's reward
+is ``None``, which TRL masks (the row is left out of its group's baseline and gets no
+advantage), its outcome is ``"infra_error"`` and a ``code_reward_row_infra_error`` warning is
+logged; any other error while grading one row scores that row 0 with a
+``code_reward_row_failed`` warning (the input may be the completion's doing, so it earns no
+more than a completion without code). The other rows keep their rewards either way.
 
 Multi-turn training (``environment_factory``, a ``submit`` tool, grading that overlaps across a
 batch) lives in :mod:`agentenv.integrations.trl_env`, and :func:`device_args` (the precision and
@@ -50,7 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentenv.errors import ConfigError, IsolationUnavailable, MissingDependency
+from agentenv.errors import ConfigError, MissingDependency, SandboxError
 from agentenv.extract import extract_code
 from agentenv.grading.result import RunResult
 from agentenv.grading.scoring import empty_result
@@ -229,25 +235,51 @@ def _submissions(completions: Sequence[Any] | None,
             out.append(None)
             continue
         entry = entry_points[i] if isinstance(entry_points[i], str) and entry_points[i] else None
-        tolerance = tolerances[i]
-        if tolerance is not None and math.isnan(float(tolerance)):  # a null that pandas made NaN
-            tolerance = None
+        tolerance = _tolerance(tolerances[i], i)
         out.append(_Submission(
-            code=extract_code(completion_text(completion), entry),
+            code=_completion_code(completion, entry),
             checks=checks,
             setup_code=setups[i] if isinstance(setups[i], str) else "",
-            float_tolerance=None if tolerance is None else float(tolerance),
+            float_tolerance=tolerance,
             equality=equalities[i] if equalities[i] in EQUALITIES else "python",
             prelude=preludes[i] if isinstance(preludes[i], str) else "",
         ))
     return out
 
 
+def _tolerance(value: Any, row: int) -> float | None:
+    """A row's ``float_tolerance``: a non-negative number, or None (also a null pandas made NaN)."""
+    if value is None:
+        return None
+    try:
+        tolerance = float(value)
+    except (TypeError, ValueError):
+        tolerance = -1.0
+    if math.isnan(tolerance):
+        return None
+    if not 0 <= tolerance < math.inf:
+        raise ConfigError(f"row {row}: float_tolerance must be a non-negative number or null, got "
+                          f"{value!r}; write rows with to_records / to_hf_dataset")
+    return tolerance
+
+
+def _completion_code(completion: Any, entry_point: str | None) -> str:
+    """The code one completion submits; "" (no code) for a completion nothing can read."""
+    try:
+        return extract_code(completion_text(completion), entry_point)
+    except Exception as exc:  # e.g. RecursionError on text nested ~1,000 deep: this row only
+        log.warning("code_reward_unreadable_completion", error=f"{type(exc).__name__}: {exc}"[:300])
+        return ""
+
+
 def _no_code(checks: Sequence[Check]) -> RunResult:
     return empty_result(checks, _NO_CODE)
 
 
-def _finish(subs: list[_Submission | None], results: Mapping[_Submission, RunResult],
+INFRA_ERROR = "infra_error"  # the outcome logged for a row the sandbox could not grade
+
+
+def _finish(subs: list[_Submission | None], results: Mapping[_Submission, RunResult | None],
             reward_fn: RewardFn, name: str, columns: Mapping[str, Any],
             curriculum: PassRateCurriculum | None = None) -> list[float | None]:
     rewards: list[float | None] = []
@@ -258,6 +290,10 @@ def _finish(subs: list[_Submission | None], results: Mapping[_Submission, RunRes
             outcomes.append("")
             continue
         result = results[sub]
+        if result is None:  # an infrastructure fault: no reward, never a 0
+            rewards.append(None)
+            outcomes.append(INFRA_ERROR)
+            continue
         rewards.append(checked_reward(reward_fn, result, sub.code))
         outcomes.append(classify_outcome(sub.code, result))
     _log(outcomes, name, columns)
@@ -274,7 +310,7 @@ def _record(curriculum: PassRateCurriculum, subs: list[_Submission | None], outc
         raise ConfigError("a curriculum needs the 'task_name' column (to_records writes it; keep "
                           "remove_unused_columns=False)")
     for task_name, outcome in zip(names, outcomes, strict=True):
-        if outcome:  # a row with no checks is not scored
+        if outcome and outcome != INFRA_ERROR:  # unscored rows and sandbox faults say nothing
             curriculum.record(str(task_name), outcome == "pass")
 
 
@@ -336,7 +372,7 @@ def _log(outcomes: list[str], name: str, columns: Mapping[str, Any]) -> None:
     scored = [o for o in outcomes if o]
     log_metric = columns.get("log_metric")
     if callable(log_metric) and scored:
-        for outcome in ("pass", "no_code", "syntax_error", "timeout"):
+        for outcome in ("pass", "no_code", "syntax_error", "timeout", INFRA_ERROR):
             log_metric(f"{name}/{outcome}", sum(o == outcome for o in scored) / len(scored))
     log_extra = columns.get("log_extra")
     if callable(log_extra):
@@ -344,15 +380,22 @@ def _log(outcomes: list[str], name: str, columns: Mapping[str, Any]) -> None:
 
 
 def _plan_batch(subs: list[_Submission | None]
-                ) -> tuple[dict[_Submission, RunResult], list[_Submission]]:
+                ) -> tuple[dict[_Submission, RunResult | None], list[_Submission]]:
     """Results known without running (no code), and the distinct submissions left to run."""
     unique = list(dict.fromkeys(s for s in subs if s is not None))
-    results = {s: _no_code(s.checks) for s in unique if not s.code.strip()}
+    results: dict[_Submission, RunResult | None] = {
+        s: _no_code(s.checks) for s in unique if not s.code.strip()}
     return results, [s for s in unique if s not in results]
 
 
+def _row_infra_error(sub: _Submission, exc: SandboxError) -> None:
+    """A row the sandbox could not grade: no result (a ``None`` reward), the fault logged."""
+    log.warning("code_reward_row_infra_error", error=f"{type(exc).__name__}: {exc}"[:300],
+                checks=len(sub.checks))
+
+
 def _row_failed(sub: _Submission, exc: BaseException) -> RunResult:
-    """The result of a row the sandbox could not score: every check fails, the fault is logged."""
+    """The result of a row grading failed on (not the sandbox's fault): every check fails, logged."""
     reason = f"{type(exc).__name__}: {exc}"[:300]
     log.warning("code_reward_row_failed", error=reason, checks=len(sub.checks))
     return empty_result(sub.checks, f"the sandbox could not score this completion ({reason})")
@@ -391,18 +434,21 @@ def make_code_reward(*, reward: str | RewardFn = "dense", timeout: float = DEFAU
     if not name or not name.isidentifier():
         raise ConfigError(f"name must be a Python identifier (TRL logs rewards/<name>), got {name!r}")
 
-    def run_batch(subs: list[_Submission | None]) -> dict[_Submission, RunResult]:
+    def run_batch(subs: list[_Submission | None]) -> dict[_Submission, RunResult | None]:
         from agentenv.grading import run_tests
 
         results, todo = _plan_batch(subs)
 
-        def run(sub: _Submission) -> RunResult:
+        def run(sub: _Submission) -> RunResult | None:
             try:
                 return run_tests(sub.code, list(sub.checks), timeout=timeout,
                                  setup_code=sub.setup_code, float_tolerance=sub.float_tolerance,
                                  isolation=isolation, equality=sub.equality, prelude=sub.prelude)
-            except (IsolationUnavailable, ConfigError):
+            except ConfigError:
                 raise  # the caller's configuration: every row would fail alike, so say so
+            except SandboxError as exc:
+                _row_infra_error(sub, exc)
+                return None
             except Exception as exc:
                 return _row_failed(sub, exc)
 
@@ -414,13 +460,13 @@ def make_code_reward(*, reward: str | RewardFn = "dense", timeout: float = DEFAU
                 results.update(zip(todo, pool.map(run, todo), strict=True))
         return results
 
-    async def arun_batch(subs: list[_Submission | None]) -> dict[_Submission, RunResult]:
+    async def arun_batch(subs: list[_Submission | None]) -> dict[_Submission, RunResult | None]:
         from agentenv.grading import arun_tests
 
         results, todo = _plan_batch(subs)
         gate = asyncio.Semaphore(workers)
 
-        async def run(sub: _Submission) -> RunResult:
+        async def run(sub: _Submission) -> RunResult | None:
             async with gate:
                 try:
                     return await arun_tests(sub.code, list(sub.checks), timeout=timeout,
@@ -428,8 +474,11 @@ def make_code_reward(*, reward: str | RewardFn = "dense", timeout: float = DEFAU
                                             float_tolerance=sub.float_tolerance,
                                             isolation=isolation, equality=sub.equality,
                                             prelude=sub.prelude)
-                except (IsolationUnavailable, ConfigError):
+                except ConfigError:
                     raise
+                except SandboxError as exc:
+                    _row_infra_error(sub, exc)
+                    return None
                 except Exception as exc:
                     return _row_failed(sub, exc)
 
@@ -469,7 +518,8 @@ def code_reward(prompts: Sequence[Any] | None = None, completions: Sequence[Any]
     ``columns`` must hold ``checks`` (and should hold ``entry_point``; ``setup_code`` and
     ``float_tolerance`` are honoured), one entry per completion, as :func:`to_records` writes
     them. Returns one reward in [0, 1] per completion, or ``None`` for a row whose checks are
-    empty (TRL then leaves this reward out for that row). Rows run concurrently in the sandbox
+    empty or that the sandbox could not grade (an infrastructure fault, logged; TRL then leaves
+    this reward out for that row). Rows run concurrently in the sandbox
     pool. For another reward, timeout or isolation level use :func:`make_code_reward`.
     """
     result: list[float | None] = _default_sync(prompts=prompts, completions=completions, **columns)

@@ -11,7 +11,9 @@ docstring; after the rollout, ``get_reward()`` scores it from the environment's 
   ``timeout``, ...). Its environments expose one tool, ``submit(code)``: it is one turn of the
   multi-turn env (grade in the sandbox, record the turn) and returns the rendered feedback,
   which TRL shows the model as the tool message. ``get_reward()`` is the episode's return
-  under a credit scheme of :mod:`agentenv.credit`.
+  under a credit scheme of :mod:`agentenv.credit`, or ``None`` (which TRL masks) for an
+  episode in which the sandbox could not grade a submission (a ``SandboxError``: an
+  infrastructure fault, never the model's 0); that submission is not counted as a turn.
 - :class:`PrefetchGrading` makes grading overlap across the rollouts of a batch. TRL runs a
   synchronous tool (and an async one too) one rollout at a time, waiting for each result, so
   the sandbox runs of a batch would queue behind one another. Mixed into ``GRPOTrainer``, it
@@ -32,7 +34,7 @@ from typing import Any
 
 from agentenv.credit import SCHEMES, episode_return
 from agentenv.envs.multiturn import MultiTurnCodingEnv
-from agentenv.errors import ConfigError
+from agentenv.errors import ConfigError, SandboxError
 from agentenv.extract import extract_code
 from agentenv.grading.scoring import Grader, SandboxGrader, Scored, split_task
 from agentenv.integrations._common import resolve_tasks, tool_call_code
@@ -44,6 +46,8 @@ __all__ = ["CodingToolEnv", "EnvironmentFactory", "PrefetchGrading", "SharedGrad
 TOOL_NAME = "submit"
 EPISODE_OVER = ("The episode is over ({reason}): this submission was not graded. "
                 "Stop calling tools.")
+NOT_GRADED = ("The grader failed on its side (an infrastructure fault, not your code): this "
+              "submission was not graded and does not count as a turn.")
 
 
 class SharedGrader:
@@ -121,6 +125,7 @@ class CodingToolEnv:
         self.env = MultiTurnCodingEnv(tasks=[task for _, task in tasks.values()], grader=grader,
                                       **env_options)
         self._task: Task | None = None
+        self.infra_error: str | None = None  # the episode's sandbox fault, if one happened
 
     def reset(self, **row: Any) -> None:
         """Start an episode on the row's task (its ``task_name`` column); the row's prompt poses it."""
@@ -136,6 +141,7 @@ class CodingToolEnv:
         index, task = entry
         self.env.reset(task_index=index)
         self._task = task
+        self.infra_error = None
         return None
 
     def submit(self, code: str) -> str:
@@ -153,11 +159,18 @@ class CodingToolEnv:
             raise ConfigError("submit() before reset(): TRL resets every environment before generation")
         if trajectory.stop_reason is not None:
             return EPISODE_OVER.format(reason=trajectory.stop_reason)
-        obs, _, _, _ = env.step(code if isinstance(code, str) else "")
+        try:
+            obs, _, _, _ = env.step(code if isinstance(code, str) else "")
+        except SandboxError as exc:  # the env took the turn back; the episode is not scored
+            self.infra_error = f"{type(exc).__name__}: {exc}"[:300]
+            return NOT_GRADED
         return str(obs["feedback"])
 
-    def get_reward(self) -> float:
-        """The episode's return under the factory's credit scheme (0.0 when nothing was submitted)."""
+    def get_reward(self) -> float | None:
+        """The episode's return under the factory's credit scheme (0.0 when nothing was
+        submitted); ``None`` when the sandbox failed on a submission (TRL masks the rollout)."""
+        if self.infra_error is not None:
+            return None
         trajectory = self.env.trajectory
         if trajectory is None or not trajectory.turns:
             return 0.0

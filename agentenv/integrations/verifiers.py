@@ -28,7 +28,7 @@ from typing import Any
 from agentenv.credit import episode_return
 from agentenv.envs.coding import CodingEnv
 from agentenv.envs.multiturn import MultiTurnCodingEnv
-from agentenv.errors import MissingDependency
+from agentenv.errors import MissingDependency, SandboxError
 from agentenv.integrations._common import decode_task, encode_task, resolve_tasks
 from agentenv.prompts import Prompts
 
@@ -42,6 +42,12 @@ __all__ = ["CodingData", "CodingTask", "CodingTaskset", "CodingTasksetConfig",
            "CodingVerifiersEnv", "CodingVerifiersEnvConfig"]
 
 INFO_KEY = "agentenv"  # trace.info key holding the multi-turn episode
+
+
+def _not_graded(exc: SandboxError) -> Exception:
+    """agentenv's sandbox fault as verifiers' own sandbox error: recorded on the trace as a
+    rollout failure (its rewards left unscored, ``None``), never a reward of 0."""
+    return vf.SandboxError(f"agentenv's sandbox could not grade this reply: {exc}")
 
 
 class CodingData(vf.TaskData):
@@ -64,7 +70,10 @@ class CodingTask(vf.Task[CodingData, vf.State, vf.TaskConfig]):
         env = CodingEnv(tasks=[self.agentenv_task()],
                         timeout=float(self.data.info.get("env", {}).get("timeout", 5.0)))
         env.reset(task_index=0)
-        _, reward, _, _ = await env.astep(trace.last_reply)
+        try:
+            _, reward, _, _ = await env.astep(trace.last_reply)
+        except SandboxError as exc:
+            raise _not_graded(exc) from exc
         return float(reward)
 
     @vf.metric
@@ -122,7 +131,10 @@ class CodingVerifiersEnv(vf.Env[CodingVerifiersEnvConfig]):
         async with agents.player.interaction(task) as interaction:
             segment = await interaction.turn()
             while not segment.terminated:
-                obs, _, done, _ = await env.astep(segment.last_reply)
+                try:
+                    obs, _, done, _ = await env.astep(segment.last_reply)
+                except SandboxError as exc:
+                    raise _not_graded(exc) from exc
                 if done:
                     break
                 segment = await interaction.turn(str(obs["feedback"]))

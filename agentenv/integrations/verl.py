@@ -27,21 +27,26 @@ Nothing here imports verl or torch.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from agentenv.errors import ConfigError, MissingDependency
 from agentenv.integrations._common import encode_task, resolve_tasks
-from agentenv.integrations.trl import ROW_COLUMNS, code_reward, to_records
+from agentenv.integrations.trl import INFRA_ERROR, ROW_COLUMNS, code_reward, to_records
+from agentenv.log import get_logger
 from agentenv.tasks.schema import Task
 
-__all__ = ["DATA_SOURCE", "RETURN_KEY", "TOOL_NAME", "compute_score", "compute_score_batch",
+__all__ = ["DATA_SOURCE", "INFRA_KEY", "RETURN_KEY", "TOOL_NAME", "compute_score", "compute_score_batch",
            "to_verl_parquet", "to_verl_records"]
 
 DATA_SOURCE = "agentenv"
 RETURN_KEY = "agentenv_return"   # extra_info key the submit tool writes the episode's return to
+INFRA_KEY = "agentenv_infra_error"  # set by the submit tool when the sandbox failed on a call
 TOOL_NAME = "submit"
+
+log = get_logger(__name__)
 
 
 def to_verl_records(tasks: Iterable[Task] | str, *, data_source: str = DATA_SOURCE,
@@ -97,6 +102,10 @@ def _info(extra: Any) -> Mapping[str, Any]:
     return extra if isinstance(extra, Mapping) else {}
 
 
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str],
                         ground_truths: Sequence[Any], extra_infos: Sequence[Any] | None = None,
                         **kwargs: Any) -> list[dict[str, float]]:
@@ -111,7 +120,10 @@ def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str
     for i, (source, info) in enumerate(zip(data_sources, infos, strict=True)):
         if not str(source).startswith(DATA_SOURCE):
             out[i] = _foreign(source, solution_strs[i], ground_truths[i], info, **kwargs)
-        elif isinstance(info.get(RETURN_KEY), (int, float)):  # the multi-turn episode's return
+            continue
+        if info.get(INFRA_KEY):  # verl cannot mask a row: score it, and say the sandbox failed
+            log.warning("compute_score_infra_error", data_source=str(source))
+        if _finite(info.get(RETURN_KEY)):  # the multi-turn episode's return
             score = float(info[RETURN_KEY])
             out[i] = {"score": score, "acc": float(bool(info.get("agentenv_solved")))}
         else:
@@ -122,10 +134,17 @@ def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str
         columns: dict[str, list[Any]] = {
             name: [infos[i].get(name) for i in mine] for name in ROW_COLUMNS if name != "checks"}
         columns["checks"] = [ground_truths[i] for i in mine]
-        rewards = code_reward(completions=[solution_strs[i] for i in mine], **columns)
-        for i, reward in zip(mine, rewards, strict=True):
+        logged: dict[str, list[str]] = {}
+        rewards = code_reward(completions=[solution_strs[i] for i in mine], **columns,
+                              log_extra=logged.__setitem__)
+        outcomes = logged.get("code_reward/outcome") or [""] * len(mine)
+        for i, reward, outcome in zip(mine, rewards, outcomes, strict=True):
             score = 0.0 if reward is None else float(reward)
             out[i] = {"score": score, "acc": float(score == 1.0)}
+            if outcome == INFRA_ERROR:
+                # verl has no masked reward (and wants one key set per batch): the row scores 0
+                # and the log says the sandbox, not the model, failed on it
+                log.warning("compute_score_infra_error", data_source=str(data_sources[i]))
     return [r if r is not None else {"score": 0.0, "acc": 0.0} for r in out]
 
 

@@ -30,10 +30,10 @@ from uuid import uuid4
 
 from agentenv.credit import SCHEMES, episode_return
 from agentenv.envs.multiturn import MultiTurnCodingEnv
-from agentenv.errors import ConfigError, MissingDependency
+from agentenv.errors import ConfigError, MissingDependency, SandboxError
 from agentenv.integrations._common import decode_task
-from agentenv.integrations.trl_env import CodingToolEnv
-from agentenv.integrations.verl import RETURN_KEY
+from agentenv.integrations.trl_env import NOT_GRADED, CodingToolEnv
+from agentenv.integrations.verl import INFRA_KEY, RETURN_KEY
 
 try:
     from verl.tools.base_tool import BaseTool
@@ -102,7 +102,12 @@ class SubmitTool(BaseTool):
             return ToolResponse(text=f"The episode is over ({trajectory.stop_reason}): this "
                                      "submission was not graded."), 0.0, {}
         code = parameters.get("code") if isinstance(parameters, dict) else None
-        obs, reward, done, info = await env.astep(code if isinstance(code, str) else "")
+        try:
+            obs, reward, done, info = await env.astep(code if isinstance(code, str) else "")
+        except SandboxError:  # the env took the turn back: not the model's failure
+            if agent_data is not None and isinstance(getattr(agent_data, "extra_fields", None), dict):
+                agent_data.extra_fields[INFRA_KEY] = True
+            return ToolResponse(text=NOT_GRADED), 0.0, {}
         if agent_data is not None and isinstance(getattr(agent_data, "extra_fields", None), dict):
             agent_data.extra_fields[RETURN_KEY] = episode_return(trajectory, self.credit, self.gamma)
             agent_data.extra_fields["agentenv_solved"] = trajectory.stop_reason == "solved"

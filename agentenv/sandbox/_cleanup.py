@@ -9,6 +9,11 @@ accessible and retried once.
 Symlinks are removed, never followed. Whatever still cannot be removed is left in place and
 reported through the return value, so a caller can decide the directory is unusable instead of
 failing.
+
+Folders the trusted side makes in ``/tmp`` (the stage, private bytecode, the fallback's work
+root) are removed at exit, which a SIGKILLed process never reaches: their names carry
+:func:`owner_tag` (who made them), and :func:`sweep_stale` removes, at the next start, those of
+this user whose maker is dead.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import contextlib
 import os
 import stat
 
-__all__ = ["remove_contents", "remove_tree"]
+__all__ = ["owner_tag", "remove_contents", "remove_tree", "sweep_stale"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
@@ -126,3 +131,52 @@ def remove_tree(path: str) -> bool:
     except OSError:
         return False
     return emptied
+
+
+def _pid_namespace() -> int:
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
+def owner_tag() -> str:
+    """``<pid namespace>.<pid>`` of this process: put in a folder's name, it says who made it."""
+    return f"{_pid_namespace()}.{os.getpid()}"
+
+
+def _maker_dead(tag: str) -> bool:
+    """Whether the process an :func:`owner_tag` names is gone (only in our own pid namespace:
+    a pid of another namespace says nothing here)."""
+    namespace, _, pid = tag.partition(".")
+    if not (namespace.isdigit() and pid.isdigit()) or int(namespace) != _pid_namespace():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, another user's
+        return False
+    return False
+
+
+def sweep_stale(parent: str, prefix: str) -> int:
+    """Remove the folders ``<prefix><owner_tag>-*`` in ``parent`` that this user owns and whose
+    maker is dead (a SIGKILLed caller's); return how many went. Never raises."""
+    removed = 0
+    try:
+        with os.scandir(parent) as it:
+            names = [e.name for e in it if e.name.startswith(prefix)]
+    except OSError:
+        return 0
+    for name in names:
+        tag = name[len(prefix):].partition("-")[0]
+        path = os.path.join(parent, name)
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        if (stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and _maker_dead(tag)
+                and remove_tree(path)):
+            removed += 1
+    return removed

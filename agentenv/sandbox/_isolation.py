@@ -40,6 +40,7 @@ from pathlib import Path
 
 from agentenv import settings
 from agentenv.choices import IsolationLevel, values
+from agentenv.sandbox import _cleanup
 
 __all__ = [
     "ALLOW_ROOT_FALLBACK",
@@ -67,6 +68,8 @@ INSIDE_WORKROOT = "/tmp"
 SANDBOX_UID = 65534  # inside the sandbox, and the host uid behind it when the caller is root
 TMPFS_BYTES = 64 * 1024**2  # the worker's own /tmp; every run gets a fresh tmpfs of its own
 STAGE_PARENT = "/tmp"  # where the stage directory (see stage_dir) is made
+STAGE_PREFIX = "agentenv-stage-"  # then the maker's _cleanup.owner_tag, swept once it is dead
+PYC_PREFIX = "agentenv-pyc-"
 ALLOW_ROOT_FALLBACK = "AGENTENV_SANDBOX_ALLOW_ROOT_FALLBACK"  # =1: rlimits level as root
 
 _lock = threading.Lock()
@@ -291,7 +294,8 @@ def _private_pyc_dir() -> str:
     removed at exit (the caller holds ``_lock``)."""
     global _pyc_dir
     if _pyc_dir is None or not os.path.isdir(_pyc_dir):
-        _pyc_dir = tempfile.mkdtemp(prefix="agentenv-pyc-")
+        _cleanup.sweep_stale(tempfile.gettempdir(), PYC_PREFIX)  # a SIGKILLed process's
+        _pyc_dir = tempfile.mkdtemp(prefix=f"{PYC_PREFIX}{_cleanup.owner_tag()}-")
         os.chmod(_pyc_dir, 0o755)  # the sandbox uid reads it
         atexit.register(shutil.rmtree, _pyc_dir, True)
     return _pyc_dir
@@ -336,7 +340,9 @@ def stage_dir() -> str:
     global _stage
     with _lock:
         if _stage is None or not os.path.isdir(_stage):
-            _stage = tempfile.mkdtemp(prefix="agentenv-stage-", dir=STAGE_PARENT)
+            _cleanup.sweep_stale(STAGE_PARENT, STAGE_PREFIX)  # a SIGKILLed process's
+            _stage = tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{_cleanup.owner_tag()}-",
+                                      dir=STAGE_PARENT)
             os.chmod(_stage, 0o755)
             atexit.register(_remove_stage, _stage)
         return _stage

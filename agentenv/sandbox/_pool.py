@@ -40,7 +40,7 @@ from typing import Any, Protocol
 from agentenv import settings
 from agentenv.errors import ConfigError, IsolationUnavailable, SandboxError
 from agentenv.log import get_logger
-from agentenv.sandbox import _cgroup, _framing, _isolation
+from agentenv.sandbox import _cgroup, _cleanup, _framing, _isolation
 from agentenv.sandbox._cleanup import remove_tree
 from agentenv.sandbox._limits import Limits, scrubbed_env
 from agentenv.sandbox._wire import unpack_message
@@ -54,6 +54,7 @@ STARTUP_TIMEOUT = 30.0  # seconds for a worker to come up (bwrap + imports on a 
 PREPARED_RUNS = 2  # runs each worker keeps forked and isolated ahead of their jobs
 BACKSTOP = 10.0  # seconds past a run's latest wall backstop before its worker is presumed wedged
 SCHEDULE_EVERY = 0.05  # seconds between CPU-weight updates of the runs in flight
+HOST_DIR_PREFIX = "agentenv-sandbox-"  # the fallback's work root; then _cleanup.owner_tag
 # Bytes asked of the worker's pipe per read: a pipe's default capacity. A larger request costs
 # the allocator an mmap and munmap of that size per read (the unmap interrupts every CPU this
 # process's threads ran on: ~0.1 ms a read here), however few bytes come.
@@ -190,7 +191,8 @@ class _WorkerHandle:
             cwd = "/"
         else:
             drop = _fallback_identity(allow_root_fallback)
-            self.host_dir = tempfile.mkdtemp(prefix="agentenv-sandbox-")
+            _cleanup.sweep_stale(tempfile.gettempdir(), HOST_DIR_PREFIX)  # a SIGKILLed caller's
+            self.host_dir = tempfile.mkdtemp(prefix=f"{HOST_DIR_PREFIX}{_cleanup.owner_tag()}-")
             config = {"namespaces": False, "prepared": PREPARED_RUNS, "workroot": self.host_dir,
                       "parent_pid": os.getpid(), "cpu_rate": cpu_rate,
                       **_isolation.package_config(strict=False)}
