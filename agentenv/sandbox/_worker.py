@@ -390,12 +390,13 @@ def _forbid_nested_user_namespaces() -> None:
 _GENERIC = (134, 261, {"sendfile": 71, "vmsplice": 75, "splice": 76, "tee": 77, "userfaultfd": 282,
                   "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
                   "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
-                  "pidfd_getfd": 438})
+                  "pidfd_getfd": 438, "add_key": 217, "request_key": 218, "keyctl": 219})
 _SYSCALLS = {
     "x86_64": (0xC000003E, 13, 302, {"sendfile": 40, "splice": 275, "tee": 276, "vmsplice": 278,
                                 "userfaultfd": 323, "io_uring_setup": 425, "io_uring_enter": 426,
                                 "io_uring_register": 427, "ptrace": 101, "process_vm_readv": 310,
-                                "process_vm_writev": 311, "pidfd_getfd": 438}),
+                                "process_vm_writev": 311, "pidfd_getfd": 438, "add_key": 248,
+                                "request_key": 249, "keyctl": 250}),
     "aarch64": (0xC00000B7, *_GENERIC),
     "riscv64": (0xC00000F3, *_GENERIC),
 }
@@ -475,6 +476,11 @@ def _filter_syscalls() -> None:
       a process's own, pid 0 as ``setrlimit`` passes it, and every query still work). Where
       runs share a uid (the fallback level), a run lowered the zygote's limits and every later
       run inherited them;
+    - the kernel keyrings (``add_key``, ``request_key``, ``keyctl``). Keys belong to a uid, not
+      to a namespace: a key a run made stays listed in ``/proc/keys`` (description and size)
+      for every later run of the same uid until the kernel collects it, and a description can
+      hold a hidden input. No honest solution uses them (Docker's default profile refuses them
+      too);
     - any syscall through another ABI (i386, x32), which has its own table and numbers.
 
     Machines without a table entry above (or a kernel without seccomp filters) get no filter.
