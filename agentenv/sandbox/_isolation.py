@@ -4,10 +4,10 @@
   namespaces (and cgroup when possible), uid 65534, read-only system paths holding only what
   Python needs (``/usr``, the ``/lib*`` links, ``ld.so.cache``, the interpreter's own prefix),
   no view of the host's home, the project or ``/tmp``, ``--die-with-parent``,
-  ``--new-session`` and an empty environment. Each run is then cloned into user, pid, mount and
-  IPC namespaces of its own inside it (see ``_worker``): everything read-only but a fresh
-  size-capped tmpfs for ``/tmp`` and ``/dev/shm``, with rlimits, no capabilities,
-  no-new-privs and a seccomp filter that keeps ``SIGCHLD``'s disposition (so every process's
+  ``--new-session`` and an empty environment. Each run is then cloned into user, pid, mount,
+  IPC and network namespaces of its own inside it (see ``_worker``): everything read-only but a
+  fresh size-capped tmpfs for ``/tmp`` and ``/dev/shm``, a loopback of its own, with rlimits,
+  no capabilities, no-new-privs and a seccomp filter that keeps ``SIGCHLD``'s disposition (so every process's
   CPU time reaches the run's count). The host uid behind the sandbox is never 0: when the
   caller is root, the worker is started through ``_launch`` as host uid :data:`SANDBOX_UID`,
   so the kernel applies ``RLIMIT_NPROC`` (it never does to uid 0) and the sandbox owns

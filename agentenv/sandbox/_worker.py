@@ -11,11 +11,12 @@ only; loaded by path. Two long-lived processes and one per run:
   modules imported and forks every run. It never reads a job or a result, so each run starts
   from the same pristine memory: nothing of an earlier submission can be found in a later one;
 - the **candidate process** ``G``. At the strict level ``Z`` clones it straight into new
-  user, pid, mount and IPC namespaces, where it is pid 1: it cannot name, so cannot signal,
+  user, pid, mount, IPC and network namespaces, where it is pid 1: it cannot name, so cannot signal,
   the worker, the parent or another run, and when it dies the kernel kills everything it left
   behind. Its mounts make the run hermetic (:func:`_make_hermetic`): everything read-only but a
   fresh size-capped tmpfs for ``/tmp`` and ``/dev/shm``, and a ``/proc`` of its own, all torn
-  down with it, like its SysV and POSIX IPC. At the rlimits level it is a plain fork in its own
+  down with it, like its SysV and POSIX IPC and its sockets (its own loopback: a port it
+  bound, even one left in ``TIME_WAIT``, is free again for the next run). At the rlimits level it is a plain fork in its own
   session (process group), and the worker empties the shared work directory after each run;
 - for a run whose plan has checks that cannot be decomposed, the **judge process** ``J``
   (:mod:`_judge`): a second prepared process, forked and isolated exactly like ``G``, that
@@ -85,6 +86,7 @@ _CLONE_SYSCALL = {"x86_64": 56, "amd64": 56, "aarch64": 220, "arm64": 220, "risc
                   "ppc64le": 120, "armv7l": 120}
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
+CLONE_NEWNET = 0x40000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
@@ -388,12 +390,13 @@ def _forbid_nested_user_namespaces() -> None:
 _GENERIC = (134, 261, {"sendfile": 71, "vmsplice": 75, "splice": 76, "tee": 77, "userfaultfd": 282,
                   "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
                   "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
-                  "pidfd_getfd": 438})
+                  "pidfd_getfd": 438, "add_key": 217, "request_key": 218, "keyctl": 219})
 _SYSCALLS = {
     "x86_64": (0xC000003E, 13, 302, {"sendfile": 40, "splice": 275, "tee": 276, "vmsplice": 278,
                                 "userfaultfd": 323, "io_uring_setup": 425, "io_uring_enter": 426,
                                 "io_uring_register": 427, "ptrace": 101, "process_vm_readv": 310,
-                                "process_vm_writev": 311, "pidfd_getfd": 438}),
+                                "process_vm_writev": 311, "pidfd_getfd": 438, "add_key": 248,
+                                "request_key": 249, "keyctl": 250}),
     "aarch64": (0xC00000B7, *_GENERIC),
     "riscv64": (0xC00000F3, *_GENERIC),
 }
@@ -473,6 +476,11 @@ def _filter_syscalls() -> None:
       a process's own, pid 0 as ``setrlimit`` passes it, and every query still work). Where
       runs share a uid (the fallback level), a run lowered the zygote's limits and every later
       run inherited them;
+    - the kernel keyrings (``add_key``, ``request_key``, ``keyctl``). Keys belong to a uid, not
+      to a namespace: a key a run made stays listed in ``/proc/keys`` (description and size)
+      for every later run of the same uid until the kernel collects it, and a description can
+      hold a hidden input. No honest solution uses them (Docker's default profile refuses them
+      too);
     - any syscall through another ABI (i386, x32), which has its own table and numbers.
 
     Machines without a table entry above (or a kernel without seccomp filters) get no filter.
@@ -603,12 +611,14 @@ def _write_file(path: bytes, data: bytes) -> None:
 
 # --------------------------------------------------------------------------- hermetic runs
 
-HERMETIC_FLAGS = CLONE_NEWNS | CLONE_NEWIPC  # added to each run's clone at the strict level
+HERMETIC_FLAGS = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET  # added to each run's clone (strict)
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+_IFREQ = struct.Struct("16sH22x")  # struct ifreq: the interface's name, then ifr_flags
 SHM_DIR = "/tmp/.shm"  # the run's /dev/shm: part of the run's one tmpfs, so one cap covers both
 
 
 def _make_hermetic(disk: int) -> None:
-    """In a run just cloned into its own user, pid, mount and IPC namespaces (see ``Zygote``).
+    """In a run just cloned into its own user, pid, mount, IPC and network namespaces.
 
     Every mount the run inherited becomes read-only for it (``/`` and its directories,
     ``/dev``, ``/etc``, the runner's directory, the worker's own ``/tmp``), and one fresh tmpfs
@@ -618,6 +628,10 @@ def _make_hermetic(disk: int) -> None:
     all of it is torn down by the kernel when the run's last process is gone, so nothing a
     run writes can outlive it or be found by a later run. ``/proc`` is a fresh one for the
     run's own pid namespace; device nodes stay writable (``/dev/null`` must stay usable).
+    The network namespace is the run's own too, with only a loopback interface, brought up
+    here (:func:`_loopback_up`): ports bound, connections left in ``TIME_WAIT`` and abstract
+    unix socket names stay in it, so the next run on this worker finds every port free and
+    no trace of this one in ``/proc/net``.
     """
     _libc.mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing propagates back to the worker
     for point, flags in _writable_mounts():
@@ -634,6 +648,17 @@ def _make_hermetic(disk: int) -> None:
     # moment, see _enter_namespaces, is out of reach). Its kernel knobs need capabilities
     # the run does not have in any namespace that owns them.
     _libc.mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    _loopback_up()
+
+
+def _loopback_up() -> None:
+    """Bring ``lo`` up in this run's network namespace (``SIOCSIFFLAGS``: the run still holds
+    ``CAP_NET_ADMIN`` in the user namespace that owns it); raises OSError on failure."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        name = b"lo"
+        flags = _IFREQ.unpack(fcntl.ioctl(sock.fileno(), SIOCGIFFLAGS, _IFREQ.pack(name, 0)))[1]
+        if not flags & IFF_UP:
+            fcntl.ioctl(sock.fileno(), SIOCSIFFLAGS, _IFREQ.pack(name, flags | IFF_UP))
 
 
 _remounts: list[tuple[str, int]] | None = None
@@ -1595,7 +1620,8 @@ def _probe_namespaces() -> tuple[bool, bool]:
 
 
 def _probe_hermetic() -> str:
-    """Can a run get its own mount and IPC namespaces and its mounts (``_make_hermetic``)?
+    """Can a run get its own mount, IPC and network namespaces, its mounts and its loopback
+    (``_make_hermetic``)?
 
     Returns "" when it can, else what failed.
     """
@@ -1605,7 +1631,7 @@ def _probe_hermetic() -> str:
         pid = _libc.clone_into_namespaces(HERMETIC_FLAGS)
     except OSError as exc:
         _close(why_r, why_w)
-        return f"clone with new mount and IPC namespaces failed: {exc}"
+        return f"clone with new mount, IPC and network namespaces failed: {exc}"
     if pid == 0:
         code = 0
         try:
