@@ -456,7 +456,8 @@ def test_coding_env_never_shows_a_secret_value(monkeypatch: pytest.MonkeyPatch) 
 
 def test_code_reward_scores_a_row_the_sandbox_fails_on_and_keeps_the_others(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """One completion that breaks the infrastructure costs its own row only."""
+    """One completion that breaks the infrastructure costs its own row only, and that row is
+    not paid as 0: its reward is None (TRL masks it), as for any infrastructure fault."""
     import agentenv.grading as grading
     from agentenv.integrations.trl import make_code_reward
 
@@ -472,7 +473,7 @@ def test_code_reward_scores_a_row_the_sandbox_fails_on_and_keeps_the_others(
     good = "def add(a, b):\n    return a + b\n"
     rewards = reward(completions=[good, good + "# BREAK\n", good.replace("+", "-")],
                      checks=['["assert add(1, 2) == 3"]'] * 3, entry_point=["add"] * 3)
-    assert rewards == [1.0, 0.0, 0.0]
+    assert rewards == [1.0, None, 0.0]
 
 
 def test_values_past_the_result_cap_fail_with_a_message_naming_it(pool: SandboxPool) -> None:
