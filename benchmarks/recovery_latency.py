@@ -23,37 +23,20 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 from agentenv.grading import run_tests
 from agentenv.sandbox import SandboxPool
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from support.attacks import STOP_THE_WORKER
 
 HONEST = "def f():\n    return 1\n"
 HONEST_CHECKS = ["assert f() == 1", "for _ in (1,):\n    assert f() == 1"]
 CHECK = ["assert f() == 1"]
 
-STOPPED_WORKER = """
-import os, signal, time
-ZYGOTE = os.getppid()
-with open(f"/proc/{ZYGOTE}/stat", "rb") as handle:
-    WORKER = int(handle.read().rsplit(b")", 1)[1].split()[1])
-G = os.getpid()
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-    except OSError:
-        return False
-if os.fork() == 0:
-    os.setsid()
-    while alive(G):
-        time.sleep(0.0005)
-    os.kill(WORKER, signal.SIGSTOP)
-    os.kill(ZYGOTE, signal.SIGSTOP)
-    os._exit(0)
-def f():
-    return 0
-"""
 
 LEFTOVER_CHILDREN = """
 import os, time
@@ -66,7 +49,7 @@ def f():
     return 0
 """
 
-CASES = {"baseline": HONEST, "stopped_worker": STOPPED_WORKER, "leftover_children": LEFTOVER_CHILDREN}
+CASES = {"baseline": HONEST, "stopped_worker": STOP_THE_WORKER, "leftover_children": LEFTOVER_CHILDREN}
 
 
 def one(first: str) -> float:

@@ -28,31 +28,17 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from support.attacks import CLONE, strict_pool
-from support.hangs import worker_waits
+from support.attacks import CLONE, STOP_THE_WORKER, strict_pool
+from support.hangs import HONEST, HONEST_CHECKS, honest_passes, worker_waits
 
 from agentenv.grading import run_tests
 from agentenv.sandbox import SandboxPool, _cgroup, _pool
 
 CHECK = ["assert f() == 1"]
-HONEST = "def f():\n    return 1\n"
-HONEST_CHECKS = ["assert f() == 1", "for _ in (1,):\n    assert f() == 1"]
 
 
 def fallback(size: int = 1) -> SandboxPool:
     return SandboxPool(size=size, isolation="rlimits", allow_root_fallback=True)
-
-
-def honest_passes(pool: SandboxPool, times: int = 2, replaced_for: str = "") -> None:
-    """The honest control after an attack, plain and judged: exactly 1.0, not timed out, and no
-    wait on the way (no worker left frozen past IDLE_TIMEOUT, no zygote that gave up its sweep:
-    either makes the pool report the worker unhealthy, see support.hangs.worker_waits). A worker
-    replaced at once for the reason ``replaced_for`` names is no wait."""
-    with worker_waits() as waits:
-        for _ in range(times):
-            result = run_tests(HONEST, HONEST_CHECKS, timeout=1.0, pool=pool)
-            assert (result.fraction, result.timed_out) == (1.0, False), result.failures
-    assert [w for w in waits if not (replaced_for and replaced_for in w)] == [], waits
 
 
 @pytest.fixture(scope="module")
@@ -167,31 +153,7 @@ def stop_the_pools_runs(until, spare):
 
 # --------------------------------------------------------------------------- the worker's SIGCONT ticks
 
-# A stray waits until G is dead (the run has been answered), then stops the worker W (the
-# zygote's parent, same uid) and the zygote. The ticks that would continue the zygote come from
-# W, and nothing continues W: the parent waits IDLE_TIMEOUT for the idle report.
-STOP_THE_WORKER = """
-import os, signal, time
-ZYGOTE = os.getppid()
-with open(f"/proc/{ZYGOTE}/stat", "rb") as handle:
-    WORKER = int(handle.read().rsplit(b")", 1)[1].split()[1])
-G = os.getpid()
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-    except OSError:
-        return False
-if os.fork() == 0:
-    os.setsid()
-    while alive(G):
-        time.sleep(0.0005)
-    os.kill(WORKER, signal.SIGSTOP)
-    os.kill(ZYGOTE, signal.SIGSTOP)
-    os._exit(0)
-def f():
-    return 0
-"""
+# STOP_THE_WORKER (support.attacks): a stray stops the worker and the zygote once its run ended.
 
 
 def test_rlimits_a_stopped_worker_never_delays_the_next_submission(

@@ -19,29 +19,16 @@ from collections.abc import Iterator
 
 import pytest
 from support.attacks import CLONE, STOP_THE_ZYGOTES_CHILDREN, strict_pool
-from support.hangs import worker_waits
+from support.hangs import HONEST, HONEST_CHECKS, honest_passes, worker_waits
 
 from agentenv.grading import run_tests
 from agentenv.sandbox import Limits, SandboxPool, _pool
 
 CHECK = ["assert f() == 1"]
-HONEST = "def f():\n    return 1\n"
-HONEST_CHECKS = ["assert f() == 1", "for _ in (1,):\n    assert f() == 1"]
 
 
 def fallback() -> SandboxPool:
     return SandboxPool(size=1, isolation="rlimits", allow_root_fallback=True)
-
-
-def honest_passes(pool: SandboxPool, times: int = 2) -> None:
-    """The honest control after an attack, plain and judged: exactly 1.0, not timed out, and no
-    wait on the way (no worker left frozen past IDLE_TIMEOUT, no zygote that gave up its sweep:
-    either makes the pool report the worker unhealthy, see support.hangs.worker_waits)."""
-    with worker_waits() as waits:
-        for _ in range(times):
-            result = run_tests(HONEST, HONEST_CHECKS, timeout=1.0, pool=pool)
-            assert (result.fraction, result.timed_out) == (1.0, False), result.failures
-    assert waits == [], waits
 
 
 @pytest.fixture

@@ -601,6 +601,18 @@ def _from_bigint(payload: bytes) -> int:
     return value
 
 
+def _nested(code: int, payload: bytes, budget: DecodeBudget, items: Any) -> Any:
+    """The payload of a container extension, decoded one nesting level down (its weight spent)."""
+    budget.spend(_WEIGHT[code])
+    budget.depth += 1
+    if budget.depth > MAX_DEPTH:
+        raise ValueBudget(f"the value nests deeper than {MAX_DEPTH} levels (MAX_DEPTH)")
+    try:
+        return items(payload)
+    finally:
+        budget.depth -= 1
+
+
 def _ext_value(code: int, payload: bytes, budget: DecodeBudget, items: Any) -> Any:
     """Rebuild extension ``code``; ``items(payload)`` decodes a nested msgpack payload."""
     if code == EXT_BIGINT:
@@ -614,27 +626,13 @@ def _ext_value(code: int, payload: bytes, budget: DecodeBudget, items: Any) -> A
         budget.spend(len(data) + 1)
         return kind(data.tolist())
     if code == EXT_STD:
-        budget.spend(_WEIGHT[EXT_STD])
-        budget.depth += 1
-        if budget.depth > MAX_DEPTH:
-            raise ValueBudget(f"the value nests deeper than {MAX_DEPTH} levels (MAX_DEPTH)")
-        try:
-            inner = items(payload)
-        finally:
-            budget.depth -= 1
+        inner = _nested(code, payload, budget, items)
         if type(inner) is not list or len(inner) != 2:
             raise ValueError("malformed standard-library value")
         return _stdvalues.rebuild(inner[0], inner[1], budget)
     if code not in _EXT_ITEMS and code not in _EXT_MAPS:
         raise ValueError(f"unknown value extension {code}")
-    budget.spend(_WEIGHT[code])
-    budget.depth += 1
-    if budget.depth > MAX_DEPTH:
-        raise ValueBudget(f"the value nests deeper than {MAX_DEPTH} levels (MAX_DEPTH)")
-    try:
-        inner = items(payload)
-    finally:
-        budget.depth -= 1
+    inner = _nested(code, payload, budget, items)
     kind = _EXT_ITEMS.get(code) or _EXT_MAPS[code]
     if code in _EXT_MAPS:
         if type(inner) is not dict:

@@ -51,6 +51,32 @@ def stop_the_zygotes_children(zygote, end, mine=()):
 # the caller is one, and in no stray's subtree). vfork_copy(): CLONE_VFORK without CLONE_VM, a
 # plain fork (memory copied) whose parent waits in state D (TASK_KILLABLE) until the child exits
 # or execs; SIGSTOP never ends that wait.
+# A stray waits until G is dead (the run has been answered), then stops the worker W (the
+# zygote's parent, same uid) and the zygote. The ticks that would continue the zygote come from
+# W, and nothing continues W: the parent waits IDLE_TIMEOUT for the idle report.
+STOP_THE_WORKER = """
+import os, signal, time
+ZYGOTE = os.getppid()
+with open(f"/proc/{ZYGOTE}/stat", "rb") as handle:
+    WORKER = int(handle.read().rsplit(b")", 1)[1].split()[1])
+G = os.getpid()
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except OSError:
+        return False
+if os.fork() == 0:
+    os.setsid()
+    while alive(G):
+        time.sleep(0.0005)
+    os.kill(WORKER, signal.SIGSTOP)
+    os.kill(ZYGOTE, signal.SIGSTOP)
+    os._exit(0)
+def f():
+    return 0
+"""
+
 CLONE = """
 import ctypes
 _api = ctypes.pythonapi

@@ -6,6 +6,7 @@ No test asserts how fast anything is: these machines are shared and noisy, and p
 takes longer than ``STALL_SECONDS``, a bound far above any run's own limits (an honest run takes
 milliseconds, the sandbox's longest give-up waits are ~10 s), so only a real stall, never a
 loaded machine, crosses it. Latency itself is measured in ``benchmarks/``, not here.
+:func:`honest_passes` is the red-team suites' shared control after an attack.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
-__all__ = ["STALL_SECONDS", "prompt", "worker_waits"]
+__all__ = ["HONEST", "HONEST_CHECKS", "STALL_SECONDS", "honest_passes", "prompt", "worker_waits"]
 
 STALL_SECONDS = 30.0
 
@@ -44,3 +46,21 @@ def worker_waits() -> Iterator[list[str]]:
     with capture_logs() as events:
         yield reasons
     reasons += [str(e.get("reason")) for e in events if e.get("event") == "sandbox_worker_unhealthy"]
+
+
+HONEST = "def f():\n    return 1\n"
+HONEST_CHECKS = ["assert f() == 1", "for _ in (1,):\n    assert f() == 1"]  # plain and judged
+
+
+def honest_passes(pool: Any, times: int = 2, replaced_for: str = "") -> None:
+    """The honest control after an attack, plain and judged: exactly 1.0, not timed out, and no
+    wait on the way (no worker left frozen past IDLE_TIMEOUT, no zygote that gave up its sweep:
+    either makes the pool report the worker unhealthy, see :func:`worker_waits`). A worker
+    replaced at once for the reason ``replaced_for`` names is no wait."""
+    from agentenv.grading import run_tests
+
+    with worker_waits() as waits:
+        for _ in range(times):
+            result = run_tests(HONEST, HONEST_CHECKS, timeout=1.0, pool=pool)
+            assert (result.fraction, result.timed_out) == (1.0, False), result.failures
+    assert [w for w in waits if not (replaced_for and replaced_for in w)] == [], waits
