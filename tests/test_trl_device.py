@@ -3,24 +3,15 @@ there), and device_args picks bf16 only on a GPU that supports it."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.recipes import recipe
 
 pytest.importorskip("trl")
 torch = pytest.importorskip("torch")
 
-RECIPES = Path(__file__).resolve().parent.parent / "examples" / "recipes"
-
-
-def recipe(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, RECIPES / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 class Captured:

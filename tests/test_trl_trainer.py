@@ -4,27 +4,18 @@ device field is passed: the recipes choose the CPU themselves (device_args)."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.recipes import recipe
 from support.tiny_model import MULTI_TURNS, default_tasks
 
 pytest.importorskip("trl")
 
-RECIPES = Path(__file__).resolve().parent.parent / "examples" / "recipes"
 SMALL = dict(max_steps=2, num_generations=4, per_device_train_batch_size=4, max_completion_length=96,
              logging_steps=1, save_strategy="no", learning_rate=1e-4, seed=0,
              report_to="none")
-
-
-def recipe(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, RECIPES / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(autouse=True)
