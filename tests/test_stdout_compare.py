@@ -50,6 +50,14 @@ def test_float_tolerance_is_absolute_or_relative() -> None:
     assert compare_stdout("abc\n", "abd\n", 1.0) is not None
 
 
+def test_a_tolerance_never_accepts_any_number_for_one_past_floats_range() -> None:
+    huge = str(3 ** 900)  # 430 digits: inf as a float
+    assert compare_stdout("1\n", huge + "\n", 1e-6) is not None
+    assert compare_stdout(huge + "\n", huge + "\n", 1e-6) is None
+    assert compare_stdout(str(3 ** 900 + 1) + "\n", huge + "\n", 1e-6) is None  # relatively close
+    assert compare_stdout("1e999999999\n", "1e-999999999\n", 1e-6) is not None  # no exception
+
+
 @given(st.lists(st.integers(), max_size=20), st.integers(min_value=0, max_value=2))
 def test_integers_printed_any_way_equal_only_themselves(xs: list[int], style: int) -> None:
     sep = (" ", "\n", "  ")[style]

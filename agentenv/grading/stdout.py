@@ -48,8 +48,13 @@ def _tokens_equal(got: str, want: str, tolerance: float | None) -> bool:
         return True
     if tolerance is None:
         return False
-    x, y = float(a), float(b)
-    return abs(x - y) <= tolerance or abs(x - y) <= tolerance * abs(y)
+    # In Decimal, not float: an expected number past float's range would be inf, and every
+    # finite answer would then be "within" a relative tolerance of it.
+    try:
+        difference, allowed = abs(a - b), Decimal(repr(float(tolerance)))
+        return difference <= allowed or difference <= allowed * abs(b)
+    except ArithmeticError:  # exponents past Decimal's own range: not equal
+        return False
 
 
 def _show(token: str) -> str:
