@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -601,14 +601,14 @@ BURN_THEN_WAIT = ("import time\nt = time.process_time()\nwhile time.process_time
 
 def test_the_worker_counts_the_runs_processes_by_parentage_not_by_pid(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """What ``_cpu_used`` charges a run, with this test process standing in for the zygote:
+    """What ``_monitor.cpu_used`` charges a run, with this test process standing in for the zygote:
     a zygote child forked during the run (a prepared run) is not the run's, and a process of the
     run is, even when its pid is one the worker has seen before (pids are reused: a run can
     cycle through all 32768 of a small pid space in seconds)."""
     import subprocess
     import sys
 
-    from agentenv.sandbox import _worker
+    from agentenv.sandbox import _monitor
 
     tick = os.sysconf("SC_CLK_TCK")
     since = int(time.clock_gettime(time.CLOCK_BOOTTIME) * tick)
@@ -634,15 +634,11 @@ def test_the_worker_counts_the_runs_processes_by_parentage_not_by_pid(
             if sum(int(x) for x in data[data.rindex(b")") + 2:].split()[11:13]) >= 0.29 * tick:
                 break
             time.sleep(0.02)
-        worker = object.__new__(_worker.Worker)
-        worker.namespaces = True
-        worker.zygote_pid = os.getpid()
-        worker.ready, worker.unreaped = _worker.collections.deque(), [run_pid]
         listed = [str(p) for p in (prepared.pid, middle.pid, run_pid)]
         real_listdir = os.listdir
-        monkeypatch.setattr(_worker.os, "listdir",
+        monkeypatch.setattr(_monitor.os, "listdir",
                             lambda path=".": listed if path == "/proc" else real_listdir(path))
-        used = worker._cpu_used([], since)
+        used = _monitor.cpu_used([], since, namespaces=True, zygote_pid=os.getpid())
         monkeypatch.undo()
         assert 0.28 <= used < 0.5, used  # the run's 0.3 s; not the prepared run's 0.6 s
     finally:
@@ -784,13 +780,31 @@ def test_a_loop_that_starves_itself_under_host_load_is_still_stopped_within_its_
             process.wait()
 
 
-def test_the_worker_answers_once_every_result_pipe_ends_with_finished(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """``_collect`` on a process that wrote STARTED, a done frame and FINISHED and then lingers
-    holding its pipes (as G does for a moment while the kernel tears it down): the answer comes
-    before the deadline (3 s; the child sleeps 10 s), so it is not a timeout: reaching the
-    deadline would have made it one."""
-    from agentenv.sandbox import _worker
+class _Zygoteless:
+    """What the run monitor asks of the worker, for a run that is a plain child here."""
+
+    def __init__(self) -> None:
+        self.later: list[int] = []
+
+    def exited(self, pid: int) -> bool:
+        return False
+
+    def reap(self, pid: int) -> int:
+        return -9
+
+    def reap_later(self, pid: int) -> None:
+        self.later.append(pid)
+
+    def cpu_used(self, pids: Sequence[int], since: int) -> float:
+        return 0.0
+
+
+def test_the_worker_answers_once_every_result_pipe_ends_with_finished() -> None:
+    """The run monitor on a process that wrote STARTED, a done frame and FINISHED and then
+    lingers holding its pipes (as G does for a moment while the kernel tears it down): the
+    answer comes before the deadline (3 s; the child sleeps 10 s), so it is not a timeout:
+    reaching the deadline would have made it one."""
+    from agentenv.sandbox import _candidate, _kernel, _monitor, _worker
 
     res_r, res_w = os.pipe()
     out_r, out_w = os.pipe()
@@ -798,21 +812,23 @@ def test_the_worker_answers_once_every_result_pipe_ends_with_finished(
     child = subprocess.Popen(
         [sys.executable, "-c", "import os, sys, time\n"
          "os.write(int(sys.argv[1]), bytes.fromhex(sys.argv[2]))\ntime.sleep(10)\n", str(res_w),
-         (_worker.STARTED + (_worker._ended("0" * 32) or b"")).hex()],
+         (_candidate.STARTED + (_candidate.ended("0" * 32) or b"")).hex()],
         pass_fds=(res_w,), stdout=out_w, stderr=err_w, start_new_session=True)
-    _worker._close(res_w, out_w, err_w)
+    _kernel.close_fds(res_w, out_w, err_w)
     run = _worker._Prepared(child.pid, [-1, res_r, out_r, err_r])
-    worker = object.__new__(_worker.Worker)
-    worker.namespaces, worker.cpu_rate, worker.unreaped = False, 1.0, []
-    monkeypatch.setattr(worker, "_ask", lambda _op, _pid=0: (b"S", -9, []), raising=False)
+    supervisor = _Zygoteless()
+    clock = _monitor.Clock(time.monotonic(), 5.0, 1.0, time.monotonic() + 3.0)
     try:
-        outcome = worker._collect([run], {res_r: 1 << 20, out_r: 1 << 16, err_r: 1 << 16}, 5.0,
-                                  time.monotonic() + 3.0, 0, ends={res_r: _worker._ended("0" * 32)})
+        outcome = _monitor.watch([run], {res_r: 1 << 20, out_r: 1 << 16, err_r: 1 << 16}, clock, 0,
+                                 supervisor, ends={res_r: _candidate.ended("0" * 32)},
+                                 started=_candidate.STARTED)
     finally:
         child.kill()
         child.wait()
         run.close()
     assert outcome["timed_out"] is False, outcome
+    assert supervisor.later == [child.pid]  # a normal end: reaped between runs
+
 
 
 # A child of the candidate's process splices from an empty socket into the run's stdout pipe:

@@ -131,7 +131,7 @@ def test_rlimits_a_stray_continued_by_its_timer_is_swept_without_a_give_up() -> 
 
 # As root without capabilities the run may write the cgroup tree: it makes a cgroup-v1 freezer
 # group, moves a setsid child into it and freezes it. A frozen task is in state D and a SIGKILL
-# does not end it until it is thawed: _sweep counts it still once sent SIGSTOP ("SIGKILL ends
+# does not end it until it is thawed: _strays.sweep counts it still once sent SIGSTOP ("SIGKILL ends
 # such a wait" does not hold), kills it in vain until SWEEP_BUDGET, and _give_up kills it in vain
 # for a second more. FREEZER is thawed and removed by the test. (Here the mkdir is refused.)
 FREEZER_ROOT = "/sys/fs/cgroup/freezer"

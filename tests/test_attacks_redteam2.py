@@ -90,8 +90,9 @@ def add(a, b):
     attempt("remount writable", remount)
     # Sandbox module names planted in every place this process can write (cwd, /tmp, /dev/shm).
     for where in {os.getcwd(), "/tmp", "/dev/shm"}:
-        for mod in ("_worker", "_wire", "_runner", "_schema", "_framing", "_judge", "_rpc",
-                    "_cleanup"):
+        for mod in ("_worker", "_kernel", "_seccomp", "_namespaces", "_candidate", "_zygote",
+                    "_strays", "_monitor", "_wire", "_runner", "_schema", "_framing", "_judge",
+                    "_rpc", "_cleanup"):
             try:
                 with open(f"{where}/{mod}.py", "w") as handle:
                     handle.write("import os\nos._exit(3)\n")

@@ -1,4 +1,4 @@
-"""Red team 5: the early answer on FINISHED (``Worker._collect`` reads only what the pipes
+"""Red team 5: the early answer on FINISHED (``_monitor.watch`` reads only what the pipes
 report holding), the idle report that waits for every run to be reaped (``after_run``), the
 zygote-wide syscall filter, the warm-up skipped when a job waits. Runs at the strict level, on a
 pool of one worker, so whatever an attack leaves lands on the run after it."""
@@ -229,7 +229,7 @@ def test_an_honest_value_whose_frame_ends_like_the_finished_marker_keeps_its_lat
         pool: SandboxPool) -> None:
     """A frame on the result channel is ``<nonce> <len>\\n<msgpack>\\n``, so a call that
     returns the string ``"+finished"`` writes a frame whose last bytes are exactly FINISHED.
-    When the worker's read ended there (here: the next check sleeps first), ``_collect`` took
+    When the worker's read ended there (here: the next check sleeps first), the monitor took
     it for the run's end and killed G before the later checks ran: an honest solution passing
     both checks scored 0.5 (check 1: ``no_result``), answered in 0.02 s (older than the change
     red team 5 reviewed: the early answer of 5d4660c). Now the run ends early only on

@@ -1,6 +1,6 @@
-"""Red team 6: the early end bound to the run's nonce (``_worker._ended``), G lingering after its
-last bytes until the worker kills it (``_become_candidate``: ``LINGER``, ``_sleep``), and the job
-sent as a head carrying its length (``_JOB_HEAD``, ``_send_job``/``_receive_job``).
+"""Red team 6: the early end bound to the run's nonce (``_candidate.ended``), G lingering after its
+last bytes until the worker kills it (``_candidate.become_candidate``: ``LINGER``, ``_sleep``), and the job
+sent as a head carrying its length (``_candidate.JOB_HEAD``, ``send_job``/``receive_job``).
 
 The candidate knows its own run's nonce (the job is a local of the frames below its code) and
 can reach the worker module's globals in its process, so every attack here forges the exact end
@@ -56,7 +56,7 @@ def run_on(pool: SandboxPool, code: str, checks: list, timeout: float = 1.0,
 
 
 # Candidate-side: the run's nonce (a local of run_job, below the candidate's frames), the worker
-# module's globals (those of _become_candidate), the exact end the worker waits for, and forged
+# module's globals (those of become_candidate), the exact end the worker waits for, and forged
 # frames bound to the nonce.
 FORGERY = """
 import os, sys, threading, time
@@ -72,10 +72,10 @@ def _find(pick):
                 return found
         frame = frame.f_back
 NONCE = _find(lambda s: s["job"]["nonce"])
-W = _find(lambda s: s if "_become_candidate" in s else None)
+W = _find(lambda s: s if "become_candidate" in s else None)
 _wire, _schema = sys.modules["_wire"], sys.modules["_schema"]
 END = _wire.encode_frame(NONCE, {_schema.TYPE: _schema.DONE}) + b"+finished\\n"
-assert END == W["_ended"](NONCE)
+assert END == W["ended"](NONCE)
 def forged_call(index, value, j=0):
     return _wire.encode_frame(NONCE, {_schema.TYPE: _schema.CALL, _schema.INDEX: index,
                                       _schema.CALL_INDEX: j,
@@ -97,7 +97,7 @@ def after_finished(action):
 
 def test_the_forgery_helper_finds_the_nonce_and_the_exact_end(pool: SandboxPool) -> None:
     """Control for the attacks below: the candidate does find its nonce and builds the very
-    bytes ``_ended`` returns (an assert in the helper), and an honest f still scores 1.0."""
+    bytes ``_candidate.ended`` returns (an assert in the helper), and an honest f still scores 1.0."""
     result = run_on(pool, FORGERY + HONEST, CHECK)
     assert (result.fraction, result.timed_out) == (1.0, False), result.failures
 
@@ -276,18 +276,18 @@ def test_alternating_every_attack_with_honest_runs_keeps_every_honest_verdict(
 # --------------------------------------------------------------------------- the job head
 
 def _round_trip(job: bytes, with_peer: bool) -> tuple[bytes, bool]:
-    """``_send_job`` on one end of a socket pair (in a thread: a big job fills the socket),
-    ``_receive_job`` on the other; returns what arrived and whether the fd that came with it
+    """``_candidate.send_job`` on one end of a socket pair (in a thread: a big job fills the socket),
+    ``receive_job`` on the other; returns what arrived and whether the fd that came with it
     is the one sent."""
-    from agentenv.sandbox import _worker
+    from agentenv.sandbox import _candidate
 
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     peer_r, peer_w = os.pipe()
     try:
-        sender = threading.Thread(target=_worker._send_job,
+        sender = threading.Thread(target=_candidate.send_job,
                                   args=(ours.fileno(), job, peer_w if with_peer else None))
         sender.start()
-        payload, peer = _worker._receive_job(theirs.detach())
+        payload, peer = _candidate.receive_job(theirs.detach())
         sender.join(10)
         same = peer is not None and os.fstat(peer).st_ino == os.fstat(peer_w).st_ino
         if peer is not None:
@@ -318,10 +318,10 @@ def test_a_head_split_across_writes_is_reassembled_and_a_short_job_is_refused() 
     """The head in three pieces (the marker with the fd, then the length in two), then the job
     in two: the job arrives whole with its fd. A head that promises more than comes before the
     stream ends gives an empty job (the process exits), never a truncated one."""
-    from agentenv.sandbox import _worker
+    from agentenv.sandbox import _candidate
 
     job = b'{"nonce": "x", "code": "' + b"a" * 100_000 + b'"}'
-    head = _worker._JOB_HEAD.pack(b"J", len(job))
+    head = _candidate.JOB_HEAD.pack(b"J", len(job))
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     peer_r, peer_w = os.pipe()
 
@@ -333,7 +333,7 @@ def test_a_head_split_across_writes_is_reassembled_and_a_short_job_is_refused() 
 
     sender = threading.Thread(target=send)
     sender.start()
-    payload, peer = _worker._receive_job(theirs.detach())
+    payload, peer = _candidate.receive_job(theirs.detach())
     sender.join(10)
     ours.close()
     assert payload == job
@@ -341,14 +341,14 @@ def test_a_head_split_across_writes_is_reassembled_and_a_short_job_is_refused() 
     os.close(peer)
 
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    ours.sendall(_worker._JOB_HEAD.pack(b"-", 100) + b"x" * 50)
+    ours.sendall(_candidate.JOB_HEAD.pack(b"-", 100) + b"x" * 50)
     ours.close()
-    payload, peer = _worker._receive_job(theirs.detach())
+    payload, peer = _candidate.receive_job(theirs.detach())
     assert (payload, peer) == (b"", None)
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     ours.sendall(struct.pack(">c", b"-") + b"\x00\x00")  # a head cut short
     ours.close()
-    assert _worker._receive_job(theirs.detach()) == (b"", None)
+    assert _candidate.receive_job(theirs.detach()) == (b"", None)
     os.close(peer_r)
     os.close(peer_w)
 

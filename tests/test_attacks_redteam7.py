@@ -299,13 +299,13 @@ def test_rlimits_daemon_left_by_one_run_never_touches_the_next() -> None:
 
 # --------------------------------------------------------------------------- G's end, in locals
 
-# _become_candidate's end uses values held in its locals; the candidate rebinds those locals
+# become_candidate's end uses values held in its locals; the candidate rebinds those locals
 # through its frame (PyFrame_LocalsToFast: ctypes is preloaded) and makes G's last write a
 # newline after the marker, so the pipe never ends with the exact end; a thread burns CPU.
 REBIND_LOCALS = FORGERY + """
 import ctypes
 frame = sys._getframe()
-while frame.f_code.co_name != "_become_candidate":
+while frame.f_code.co_name != "become_candidate":
     frame = frame.f_back
 held = frame.f_locals  # one snapshot: each read of f_locals refreshes it from the frame
 held.update(CHANGES)
@@ -509,13 +509,13 @@ def test_back_to_back_honest_runs_arriving_during_the_warm_up_all_score_one(
 # --------------------------------------------------------------------------- the job head
 
 def _receive(head: bytes, fds: list[int]) -> tuple[bytes, int | None]:
-    from agentenv.sandbox import _worker
+    from agentenv.sandbox import _candidate
 
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         socket.send_fds(ours, [head + b"{}"], fds)
         ours.shutdown(socket.SHUT_WR)
-        return _worker._receive_job(theirs.detach())
+        return _candidate.receive_job(theirs.detach())
     finally:
         ours.close()
 
@@ -527,19 +527,19 @@ def _open_fds() -> int:
 def test_a_head_whose_marker_and_descriptors_disagree_gives_no_job_and_leaks_nothing() -> None:
     """'J' without a descriptor, '-' with one, an unknown marker with or without: no job and
     no descriptor (the one that came is closed); 'J' with one and '-' without give the job."""
-    from agentenv.sandbox import _worker
+    from agentenv.sandbox import _candidate
 
     read_end, write_end = os.pipe()
     try:
         before = _open_fds()
         for marker, fds in ((b"J", []), (b"-", [write_end]), (b"X", []), (b"X", [write_end])):
-            assert _receive(_worker._JOB_HEAD.pack(marker, 2), fds) == (b"", None), marker
+            assert _receive(_candidate.JOB_HEAD.pack(marker, 2), fds) == (b"", None), marker
             assert _open_fds() == before, marker
-        job, peer = _receive(_worker._JOB_HEAD.pack(b"J", 2), [write_end])
+        job, peer = _receive(_candidate.JOB_HEAD.pack(b"J", 2), [write_end])
         assert job == b"{}" and peer is not None
         assert os.fstat(peer).st_ino == os.fstat(write_end).st_ino
         os.close(peer)
-        assert _receive(_worker._JOB_HEAD.pack(b"-", 2), []) == (b"{}", None)
+        assert _receive(_candidate.JOB_HEAD.pack(b"-", 2), []) == (b"{}", None)
         assert _open_fds() == before
     finally:
         os.close(read_end)

@@ -114,16 +114,15 @@ def test_cpu_left_over_from_an_earlier_run_is_never_charged_to_the_next() -> Non
     import subprocess
     import sys
 
-    from agentenv.sandbox import _worker
+    from agentenv.sandbox import _monitor
 
     burn = [sys.executable, "-c",
             "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\n"
             "time.sleep(60)\n"]
     earlier = subprocess.Popen(burn)
-    worker = object.__new__(_worker.Worker)
-    worker.namespaces = True
-    worker.zygote_pid = earlier.pid + 10**7  # no such process
-    worker.ready, worker.unreaped = _worker.collections.deque(), []
+    def cpu_used(since: int) -> float:
+        return _monitor.cpu_used([], since, namespaces=True,
+                                 zygote_pid=earlier.pid + 10**7)  # no such zygote
     def burnt(pid: int) -> float:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             data = handle.read()
@@ -139,11 +138,11 @@ def test_cpu_left_over_from_an_earlier_run_is_never_charged_to_the_next() -> Non
         wait_until_burnt(earlier.pid)
         since = int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK")) + 1
         time.sleep(0.05)
-        assert worker._cpu_used([], since) < 0.05
+        assert cpu_used(since) < 0.05
         later = subprocess.Popen(burn)
         try:
             wait_until_burnt(later.pid)
-            assert worker._cpu_used([], since) >= 0.25  # what it burnt counts
+            assert cpu_used(since) >= 0.25  # what it burnt counts
         finally:
             later.kill()
             later.wait()

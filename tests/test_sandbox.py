@@ -425,15 +425,15 @@ def test_a_job_and_its_judge_channel_cross_the_job_socket_whole(size: int, with_
     gets a working channel end; a worker that hangs up first, or mid-job, gives an empty job."""
     import socket
 
-    from agentenv.sandbox import _worker
+    from agentenv.sandbox import _candidate
 
     job = bytes(range(256)) * (size // 256) + b"j" * (size % 256)
     ours, theirs = socket.socketpair()
     peer_ours, peer_theirs = socket.socketpair() if with_peer else (None, None)
-    sender = threading.Thread(target=_worker._send_job, args=(
+    sender = threading.Thread(target=_candidate.send_job, args=(
         ours.fileno(), job, peer_theirs.fileno() if peer_theirs is not None else None))
     sender.start()
-    payload, peer = _worker._receive_job(theirs.detach())
+    payload, peer = _candidate.receive_job(theirs.detach())
     sender.join()
     ours.close()
     assert payload == job
@@ -446,13 +446,13 @@ def test_a_job_and_its_judge_channel_cross_the_job_socket_whole(size: int, with_
         os.close(peer)
         peer_ours.close()
         peer_theirs.close()
-    for cut in (0, 5, _worker._JOB_HEAD.size + min(size, 3)):  # hung up early: no job at all
-        if cut >= _worker._JOB_HEAD.size + size:
+    for cut in (0, 5, _candidate.JOB_HEAD.size + min(size, 3)):  # hung up early: no job at all
+        if cut >= _candidate.JOB_HEAD.size + size:
             continue
         ours, theirs = socket.socketpair()
-        ours.sendall((_worker._JOB_HEAD.pack(b"-", size) + job)[:cut])
+        ours.sendall((_candidate.JOB_HEAD.pack(b"-", size) + job)[:cut])
         ours.close()
-        assert _worker._receive_job(theirs.detach()) == (b"", None)
+        assert _candidate.receive_job(theirs.detach()) == (b"", None)
 
 
 def test_code_of_megabytes_with_judged_checks_runs_whole(pool: SandboxPool) -> None:

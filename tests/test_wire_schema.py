@@ -159,7 +159,7 @@ def _job_keys_read(name: str) -> set[str]:
 
 @pytest.mark.parametrize(("name", "declared"), [("_runner.py", _schema.JOB),
                                                 ("_judge.py", _schema.JUDGE_JOB),
-                                                ("_worker.py", _schema.JOB | _schema.JUDGE_JOB)])
+                                                ("_candidate.py", _schema.JOB | _schema.JUDGE_JOB)])
 def test_the_sandbox_side_reads_only_declared_job_keys(name: str, declared: frozenset[str]) -> None:
     read = _job_keys_read(name)
     assert read, f"{name} reads no job key: the scan no longer sees how it reads the job"

@@ -5,10 +5,19 @@ A pool of fork-server workers (:class:`SandboxPool`, or a Ray cluster's
 at an isolation level and returns what it observed as a :class:`RawRun`: the bytes of the
 result channel, the captured output, how the processes ended. It never judges and never
 imports :mod:`agentenv.grading`, which plans the jobs, judges the raw results and owns
-``run_tests`` and ``RunResult``. This package owns the process side: the child-side runner
-(``_runner``) and judge process (``_judge``), the wire format (``_wire``) and its schema
-(``_schema``), length-prefixed framing (``_framing``), the fork server (``_worker``), the pool
-(``_pool``), isolation levels (``_isolation``) and resource limits (``_limits``).
+``run_tests`` and ``RunResult``. This package owns the process side, one module per
+mechanism:
+
+- inside the sandbox (standard library only, loaded by path): the fork server's worker loop
+  (``_worker``), the zygote and its protocol (``_zygote``), a prepared run's own side
+  (``_candidate``), the run monitor (``_monitor``), namespaces and mounts (``_namespaces``),
+  the syscall policy (``_seccomp``), the kernel calls through ctypes (``_kernel``), the
+  fallback's sweep of what a run left (``_strays``), the child-side runner (``_runner``) and
+  judge process (``_judge``) with their channel (``_rpc``), the wire format (``_wire``, with
+  ``_stdvalues``) and its schema (``_schema``), length-prefixed framing (``_framing``), and
+  folder clean-up (``_cleanup``);
+- on the trusted side: the pool (``_pool``), isolation levels and how a worker is launched
+  (``_isolation``), resource limits (``_limits``) and cgroups (``_cgroup``).
 """
 
 from __future__ import annotations

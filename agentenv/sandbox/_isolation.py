@@ -5,7 +5,7 @@
   Python needs (``/usr``, the ``/lib*`` links, ``ld.so.cache``, the interpreter's own prefix),
   no view of the host's home, the project or ``/tmp``, ``--die-with-parent``,
   ``--new-session`` and an empty environment. Each run is then cloned into user, pid, mount,
-  IPC and network namespaces of its own inside it (see ``_worker``): everything read-only but a
+  IPC and network namespaces of its own inside it (see ``_namespaces``): everything read-only but a
   fresh size-capped tmpfs for ``/tmp`` and ``/dev/shm``, a loopback of its own, with rlimits,
   no capabilities, no-new-privs and a seccomp filter that keeps ``SIGCHLD``'s disposition (so every process's
   CPU time reaches the run's count). The host uid behind the sandbox is never 0: when the
@@ -19,8 +19,15 @@
   root it refuses to start unless the caller opts in (:data:`ALLOW_ROOT_FALLBACK`), and then
   runs the worker as :data:`SANDBOX_UID` wherever that uid can run the interpreter.
 
-The candidate's interpreter is started with ``-I -S``: standard library only, no
-site-packages, no user site, no ``PYTHON*`` variables.
+Both levels share the seccomp policy (:mod:`_seccomp`), capabilities dropped, no-new-privs,
+rlimits and output caps, and at both verdicts are decided on the trusted side; the README's
+table sets the two levels' guarantees side by side. Where a run's processes, files, network
+and IPC are its own is the strict level only (:mod:`_namespaces`); the fallback kills what a
+run left behind after it (:mod:`_strays`) and empties its work directory.
+
+The candidate's interpreter is started with ``-I -S``: no site-packages, no user site, no
+``PYTHON*`` variables; the third-party packages candidates may import are bound read-only
+(:func:`package_dirs`).
 """
 
 from __future__ import annotations
@@ -59,8 +66,9 @@ __all__ = [
 
 ISOLATION_LEVELS = values(IsolationLevel)  # weakest first
 SANDBOX_DIR = Path(__file__).resolve().parent
-SANDBOX_FILES = ("_worker.py", "_runner.py", "_wire.py", "_stdvalues.py", "_schema.py", "_framing.py",
-                 "_judge.py", "_rpc.py", "_cleanup.py")
+SANDBOX_FILES = ("_worker.py", "_kernel.py", "_seccomp.py", "_namespaces.py", "_candidate.py",
+                 "_zygote.py", "_strays.py", "_monitor.py", "_runner.py", "_wire.py", "_stdvalues.py",
+                 "_schema.py", "_framing.py", "_judge.py", "_rpc.py", "_cleanup.py")
 INSIDE_DIR = "/opt/agentenv"
 INSIDE_PACKAGES = "/opt/agentenv-packages"  # third-party packages candidates may import
 DEFAULT_PACKAGES = ("numpy",)  # exposed when installed and AGENTENV_SANDBOX_PACKAGES is unset

@@ -297,7 +297,7 @@ class _WorkerHandle:
                              "max_output": limits.max_output, "judge": judge is not None,
                              "disk": limits.disk,
                              "max_result": limits.max_result_bytes,
-                             # so the worker knows each result pipe's true end (see _worker._ended)
+                             # so the worker knows each result pipe's true end (see _candidate.ended)
                              "nonce": job.get("nonce"),
                              "judge_nonce": judge.get("nonce") if judge is not None else None,
                              }).encode("utf-8")
