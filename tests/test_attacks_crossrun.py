@@ -638,7 +638,8 @@ def test_the_worker_counts_the_runs_processes_by_parentage_not_by_pid(
         real_listdir = os.listdir
         monkeypatch.setattr(_monitor.os, "listdir",
                             lambda path=".": listed if path == "/proc" else real_listdir(path))
-        used = _monitor.cpu_used([], since, namespaces=True, zygote_pid=os.getpid())
+        used = _monitor.cpu_used(_monitor.processes([], since, namespaces=True,
+                                                       zygote_pid=os.getpid()))
         monkeypatch.undo()
         assert 0.28 <= used < 0.5, used  # the run's 0.3 s; not the prepared run's 0.6 s
     finally:
@@ -795,8 +796,8 @@ class _Zygoteless:
     def reap_later(self, pid: int) -> None:
         self.later.append(pid)
 
-    def cpu_used(self, pids: Sequence[int], since: int) -> float:
-        return 0.0
+    def processes(self, pids: Sequence[int], since: int, delays: bool = False) -> list[Any]:
+        return []
 
 
 def test_the_worker_answers_once_every_result_pipe_ends_with_finished() -> None:

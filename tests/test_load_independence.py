@@ -121,8 +121,8 @@ def test_cpu_left_over_from_an_earlier_run_is_never_charged_to_the_next() -> Non
             "time.sleep(60)\n"]
     earlier = subprocess.Popen(burn)
     def cpu_used(since: int) -> float:
-        return _monitor.cpu_used([], since, namespaces=True,
-                                 zygote_pid=earlier.pid + 10**7)  # no such zygote
+        return _monitor.cpu_used(_monitor.processes(
+            [], since, namespaces=True, zygote_pid=earlier.pid + 10**7))  # no such zygote
     def burnt(pid: int) -> float:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             data = handle.read()

@@ -5,7 +5,7 @@ channel, stdout, stderr) with caps as they report data, while a :class:`Clock` (
 limit of the run, in one value) moves through its states: *running*, *ended* (the run timed
 out, every process exited, or every result pipe ended with its marker) and *done* (a grace
 period of draining after the end, or every pipe closed). What the run used is measured from
-``/proc`` (:func:`cpu_used`, :func:`run_delay`), never from anything the run reports. The
+``/proc`` (:func:`processes`), never from anything the run reports. The
 monitor never judges: it hands back bytes and how the processes ended. Standard library only;
 loaded by path inside the sandbox.
 """
@@ -17,8 +17,8 @@ import os
 import selectors
 import signal
 import time
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, Protocol
 
 # The builtins this module's functions use: a copy taken when it is imported, before any
 # candidate code runs in this process (see _worker).
@@ -45,6 +45,16 @@ def _pipe_slots() -> int:
 DRAIN_ROUNDS = _pipe_slots()
 
 
+class Process(NamedTuple):
+    """One process of a run, as ``/proc`` shows it."""
+
+    pid: int
+    first: bool  # G or J itself (not something it forked)
+    state: bytes  # R: running or waiting for a core
+    ticks: int  # CPU time used, with the children it reaped (clock ticks)
+    delay: float  # seconds spent runnable but waiting for a core (run delay), when asked for
+
+
 class Run(Protocol):
     """A run's process and the worker's ends of its pipes."""
 
@@ -64,8 +74,8 @@ class Supervisor(Protocol):
     def reap_later(self, pid: int) -> None:
         """Run ``pid`` ended normally: reap it between runs, off the caller's clock."""
 
-    def cpu_used(self, pids: Sequence[int], since: int) -> float:
-        """CPU seconds the run of first processes ``pids`` has used (:func:`cpu_used`)."""
+    def processes(self, pids: Sequence[int], since: int, delays: bool = False) -> list[Process]:
+        """The processes of the run whose first processes are ``pids`` (:func:`processes`)."""
 
 
 class Clock:
@@ -73,8 +83,8 @@ class Clock:
 
     The time limit is ``cpu_limit`` seconds of CPU used by the run's processes, checked as often
     as they could have reached it at ``cpu_rate`` CPUs. ``backstop`` is the wall-clock deadline,
-    for a run that sleeps or blocks; it does not count the time the run's first processes spent
-    runnable but waiting for a core (other runs, other load: :func:`run_delay`, which stood at
+    for a run that sleeps or blocks; it does not count the time the run spent runnable but
+    waiting for a core (other runs, other load: :func:`run_delay`; ``G``'s and ``J``'s stood at
     ``waited`` when the job was sent), so a run starved of CPU is not stopped for what it never
     got, up to ``cap``. A run whose CPU time is spent is stopped at once, however long it
     waited.
@@ -97,9 +107,10 @@ class Clock:
     def running(self) -> bool:
         return self.ended_at is None
 
-    def tick(self, now: float, used: float | None, runs: Sequence[Run]) -> bool:
-        """Take the time: ``used`` is the CPU time measured now when :meth:`cpu_due` said so.
-        Whether the run has just timed out (the caller kills it)."""
+    def tick(self, now: float, used: float | None, look: Callable[[bool], list[Process]]) -> bool:
+        """Take the time: ``used`` is the CPU time measured now when :meth:`cpu_due` said so;
+        ``look`` lists the run's processes when the backstop needs them. Whether the run has
+        just timed out (the caller kills it)."""
         if not self.running:
             return False
         if used is not None:
@@ -113,8 +124,9 @@ class Clock:
             # waited, and past now while it is runnable (a wait in progress is added to the run
             # delay only when the wait ends; a run that is computing instead is the CPU limit's
             # to stop).
-            later = self.backstop + max(0.0, run_delay(runs) - self.waited)
-            if runnable(runs):
+            seen = look(True)
+            later = self.backstop + max(0.0, run_delay(seen) - self.waited)
+            if any(p.state == b"R" for p in seen):
                 later = max(later, now + RUNNABLE_STEP)
             self.deadline = min(self.cap, later)
             if self.deadline - now < 0.005:
@@ -214,6 +226,9 @@ def watch(runs: Sequence[Run], caps: dict[int, int], clock: Clock, since: int,
     exited: set[int] = set()
     pids = [run.pid for run in runs]
 
+    def look(delays: bool = False) -> list[Process]:
+        return supervisor.processes(pids, since, delays)
+
     def take(fd: int) -> None:
         if fd in pidfds:
             sel.unregister(fd)
@@ -224,8 +239,8 @@ def watch(runs: Sequence[Run], caps: dict[int, int], clock: Clock, since: int,
     try:
         while True:
             now = time.monotonic()
-            used = supervisor.cpu_used(pids, since) if clock.cpu_due(now) else None
-            if clock.tick(now, used, runs):
+            used = cpu_used(look()) if clock.cpu_due(now) else None
+            if clock.tick(now, used, look):
                 for run in runs:
                     kill(run.pid)
             if not any(fd in sel.get_map() for fd in caps):
@@ -292,18 +307,18 @@ def watch(runs: Sequence[Run], caps: dict[int, int], clock: Clock, since: int,
     return outcome
 
 
-def cpu_used(pids: Sequence[int], since: int, *, namespaces: bool, zygote_pid: int) -> float:
-    """CPU seconds the run whose first processes are ``pids`` has used so far (with the children
-    they reaped).
+def processes(pids: Sequence[int], since: int, *, namespaces: bool, zygote_pid: int,
+              delays: bool = False) -> list[Process]:
+    """The processes of the run whose first processes are ``pids``.
 
     In namespaces every process the worker can see belongs to the run except the worker,
     bubblewrap's init, the zygote and the zygote's other children (runs prepared, or ended and
     not yet reaped, including one forked while this run goes on), and anything that started
-    before this run did (what is left of earlier runs until the zygote has reaped it). No
-    process of the run is ever a child of the zygote but ``G`` and ``J`` (orphans are the run's
-    own init's), so whatever the candidate forked counts too, whatever pid it was given, and
-    nothing another run (or a prepared one) used is ever charged to this one. At the rlimits
-    level only ``G`` (and ``J``) are read.
+    before this run did (``since``, in ``/proc``'s clock ticks since boot: what is left of
+    earlier runs until the zygote has reaped it). No process of the run is ever a child of the
+    zygote but ``G`` and ``J`` (orphans are the run's own init's), so whatever the candidate
+    forked counts too, whatever pid it was given, and nothing another run (or a prepared one)
+    used is ever charged to this one. At the rlimits level only ``G`` (and ``J``) are read.
     """
     own = set(pids)
     if namespaces:
@@ -314,7 +329,7 @@ def cpu_used(pids: Sequence[int], since: int, *, namespaces: bool, zygote_pid: i
         seen = [p for p in seen if p not in (os.getpid(), zygote_pid, 1)]
     else:
         seen = list(own)
-    total = 0
+    found = []
     for pid in seen:
         try:
             with open(f"/proc/{pid}/stat", "rb") as handle:
@@ -322,40 +337,40 @@ def cpu_used(pids: Sequence[int], since: int, *, namespaces: bool, zygote_pid: i
             fields = data[data.rindex(b")") + 2:].split()
             if pid not in own and (int(fields[1]) == zygote_pid or int(fields[19]) < since):
                 continue  # another run (prepared, or an earlier one), or left over from one
-            total += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
+            ticks = int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
         except (OSError, ValueError, IndexError):
             continue  # gone in between: its time is now in its parent's
-    return total / TICKS
+        found.append(Process(pid, pid in own, fields[0], ticks, _delay(pid) if delays else 0.0))
+    return found
 
 
-def run_delay(runs: Sequence[Run]) -> float:
-    """Seconds ``G`` and ``J`` have spent runnable but waiting for a core, since they were
-    forked (the run delay in ``/proc/PID/schedstat``); 0 where the kernel does not say.
+def _delay(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/schedstat", "rb") as handle:
+            return int(handle.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
-    Only the run's own first processes count: processes they fork wait alongside them, and
-    adding up their waits would count the same wall-clock moment more than once.
+
+def cpu_used(seen: Sequence[Process]) -> float:
+    """CPU seconds the run's processes have used so far (with the children they reaped)."""
+    return sum(p.ticks for p in seen) / TICKS
+
+
+def run_delay(seen: Sequence[Process]) -> float:
+    """Seconds the run spent runnable but waiting for a core (the run delay in
+    ``/proc/PID/schedstat``), at least: ``G``'s and ``J``'s added up, or, where more, the
+    longest of any process they forked (a run that waits on its children while they wait for a
+    core). Waits of different processes are never added up: they may be the same wall-clock
+    moment. 0 where the kernel does not say.
     """
-    total = 0
-    for run in runs:
-        try:
-            with open(f"/proc/{run.pid}/schedstat", "rb") as handle:
-                total += int(handle.read().split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-    return total / 1e9
+    first = sum(p.delay for p in seen if p.first)
+    return max([first, *(p.delay for p in seen if not p.first)])
 
 
-def runnable(runs: Sequence[Run]) -> bool:
-    """Whether ``G`` or ``J`` is running or waiting for a core right now (state ``R``)."""
-    for run in runs:
-        try:
-            with open(f"/proc/{run.pid}/stat", "rb") as handle:
-                data = handle.read()
-            if data[data.rindex(b")") + 2:][:1] == b"R":
-                return True
-        except (OSError, ValueError):
-            continue
-    return False
+def first_delay(runs: Sequence[Run]) -> float:
+    """``G``'s and ``J``'s run delay so far, added up (the clock's baseline)."""
+    return sum(_delay(run.pid) for run in runs)
 
 
 def kill(pid: int) -> None:

@@ -255,7 +255,7 @@ class Worker:
         run = self._take()
         pair = _PairedRun(self._take(), judge_job) if judge_job is not None else None
         runs = [run] if pair is None else [run, pair.judge]
-        waited = _monitor.run_delay(runs)  # blocked on their job sockets: not runnable, so not moving
+        waited = _monitor.first_delay(runs)  # blocked on their job sockets: not runnable, so not moving
         start = time.monotonic()
         since = int(time.clock_gettime(time.CLOCK_BOOTTIME) * _monitor.TICKS)  # /proc's starttime clock
         try:
@@ -347,9 +347,10 @@ class Worker:
     def reap_later(self, pid: int) -> None:
         self.unreaped.append(pid)
 
-    def cpu_used(self, pids: Sequence[int], since: int) -> float:
-        return _monitor.cpu_used(pids, since, namespaces=self.namespaces,
-                                 zygote_pid=self.zygote_pid)
+    def processes(self, pids: Sequence[int], since: int,
+                  delays: bool = False) -> list[_monitor.Process]:
+        return _monitor.processes(pids, since, namespaces=self.namespaces,
+                                  zygote_pid=self.zygote_pid, delays=delays)
 
 class _PairedRun:
     """The judge half of a run with non-decomposable checks: a prepared run turned into ``J``.
