@@ -174,6 +174,7 @@ class StopReason(StrEnum):
     POLICY_ERROR = "policy_error"
     SERVER_UNAVAILABLE = "server_unavailable"  # the model server stopped answering (partial)
     INTERRUPTED = "interrupted"                # a sandbox fault or a cancelled run (partial)
+    INFRA_ERROR = "infra_error"  # a single-step episode the sandbox could not grade (no score)
 
 
 class PolicyKind(StrEnum):

@@ -806,10 +806,27 @@ def _cmd_tasks_validate(args: argparse.Namespace) -> int:
     for r in passing_attempts:
         out.print(f"warning: task {printable(repr(r['task'].name))}: scripted attempt(s) {r['passing_attempts']} "
                   "pass every check; a scripted attempt is meant to be a realistic failure")
+    _print_hackable(out, tasks)
     checked = len(rows) - len(missing)
     out.print(f"{checked - len(failing)} of {checked} reference solution(s) pass"
               + (f"; {len(missing)} task(s) have no reference" if missing else ""))
     return EXIT_FAILURES if failing or problems else EXIT_OK
+
+
+def _print_hackable(out: Any, tasks: Sequence[Any]) -> None:
+    """The checks only the candidate's own ``__eq__`` decides (agentenv.grading.hackable)."""
+    from agentenv.grading.hackable import hackable_checks
+
+    found = [h for task in tasks for h in hackable_checks(task)]
+    if not found:
+        return
+    table = Table(title=f"{_plural(len(found), 'hackable check')} (Python's verdict is kept: "
+                        "the candidate's __eq__ decides these)", title_justify="left")
+    for column in ("task", "check", "compares", "why"):
+        table.add_column(column)
+    for h in found:
+        table.add_row(printable(h.task), printable(h.check), printable(h.comparison), printable(h.why))
+    out.print(table)
 
 
 # -- check -------------------------------------------------------------------------------------

@@ -218,7 +218,10 @@ class Trajectory:
     ``stop_reason`` is "solved", "max_turns", "token_budget" or "single_step", or
     "context_length"/"policy_error" when the server rejected a model call; ``None`` while
     the episode is running; "server_unavailable"/"interrupted" for a partial episode
-    (:attr:`partial`), stopped by the infrastructure and continued on resume. ``template_ids`` maps each template used ("system", "task",
+    (:attr:`partial`), stopped by the infrastructure and continued on resume; "infra_error" for
+    a single-step episode the sandbox could not grade. ``infra_error`` is the fault's reason
+    when the episode's last submission could not be graded (:attr:`infra_failed`: in no
+    metric), None otherwise. ``template_ids`` maps each template used ("system", "task",
     "feedback") to ``name@contenthash`` so prompt experiments can be told apart; ``opening``
     holds the messages the episode opened with (the rendered system and task prompts, in chat
     format), so that with the turns the whole conversation can be read back from the record.
@@ -244,6 +247,13 @@ class Trajectory:
     policy: str | None = None
     model: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    infra_error: str | None = None
+
+    @property
+    def infra_failed(self) -> bool:
+        """The sandbox could not grade the episode's last submission (an infrastructure fault,
+        :attr:`infra_error` says which): no score, so no metric counts it."""
+        return self.infra_error is not None
 
     @property
     def done(self) -> bool:
@@ -326,6 +336,7 @@ class Trajectory:
             "total_tokens": self.total_tokens,
             "action_tokens": self.action_tokens,
             "metadata": dict(self.metadata),
+            "infra_error": self.infra_error,
         }
 
     @classmethod

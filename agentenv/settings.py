@@ -20,6 +20,7 @@ Variables:
   isolation level and worker count; ``AGENTENV_BWRAP``: the bubblewrap binary to use;
   ``AGENTENV_SANDBOX_PACKAGES``, ``AGENTENV_SANDBOX_PRELOAD``: the third-party packages
   candidates may import, and those the sandbox imports once ahead of every run.
+- ``AGENTENV_VALUES_BUDGET``: bytes of decoded candidate values all runs judged at once may hold.
 - ``AGENTENV_REQUIRE_STRICT``, ``AGENTENV_CI``: set by CI (a missing bubblewrap or chromium
   fails the tests that need them instead of skipping them).
 - Other tools' variables that agentenv follows: ``OPENAI_BASE_URL``, ``OPENAI_API_KEY``;
@@ -60,6 +61,7 @@ __all__ = [
     "sandbox_isolation",
     "sandbox_workers",
     "tiktoken_cache_dir",
+    "values_budget",
 ]
 
 # Defaults shared by the environments, RolloutConfig and the CLI (one number, one place).
@@ -134,6 +136,13 @@ def sandbox_preload() -> str | None:
     comma-separated, so no run pays for the import (numpy: about 0.7 s per run otherwise, while
     preloaded it makes every run's fork about 3 ms dearer); unset or empty means none."""
     return os.environ.get("AGENTENV_SANDBOX_PRELOAD")
+
+
+def values_budget() -> str | None:
+    """``AGENTENV_VALUES_BUDGET``: bytes of decoded candidate values that all the runs judged
+    at once in this process may hold (``k``/``M``/``G`` suffixes allowed; unset: 512 MiB; see
+    :mod:`agentenv.grading.memory`)."""
+    return _get("AGENTENV_VALUES_BUDGET")
 
 
 def sandbox_cgroups() -> bool:

@@ -83,4 +83,5 @@ def test_every_stop_reason_the_code_sets_is_in_the_choice_set() -> None:
 
     errors = {PolicyCallError("x", context_length=c).stop_reason for c in (True, False)}
     partial = {partial_stop_reason(e) for e in (PolicyCallError("x", transient=True), SandboxError("x"))}
-    assert set(STOP_REASON_OF.values()) | errors | partial | {"single_step"} == set(values(choices.StopReason))
+    assert (set(STOP_REASON_OF.values()) | errors | partial | {"single_step", "infra_error"}
+            == set(values(choices.StopReason)))

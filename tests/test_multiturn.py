@@ -399,8 +399,9 @@ class FlakyGrader:
 
 
 def test_a_grader_fault_leaves_the_turn_retryable() -> None:
-    """An infrastructure error propagates, records nothing, and the same turn can be stepped again."""
-    env = MultiTurnCodingEnv(tasks=[ADD4], grader=FlakyGrader())
+    """With on_infra_error="raise" an infrastructure error propagates, records nothing, and the
+    same turn can be stepped again (the default flags it instead: tests/test_env_infra_faults.py)."""
+    env = MultiTurnCodingEnv(tasks=[ADD4], grader=FlakyGrader(), on_infra_error="raise")
     obs = env.reset()
     with pytest.raises(SandboxError):
         env.step(WRONG)

@@ -40,7 +40,12 @@ class CodingEnv(EpisodeCore):
     tests and returns a reward in [0, 1]. There is no state transition: a contextual bandit,
     the shape most RL-from-verifiable-rewards training (e.g. GRPO) uses.
 
-    ``info`` carries ``terminated=True`` and ``stop_reason="single_step"`` on every step.
+    ``info`` carries ``terminated=True`` and ``stop_reason="single_step"`` on every graded step.
+    A submission the sandbox could not grade (a ``SandboxError``: an infrastructure fault, not
+    the model's failure) ends the episode unscored: reward 0.0 with ``info["infra_error"]`` the
+    fault, ``stop_reason="infra_error"``, ``terminated`` and ``truncated`` False, and
+    ``env.trajectory.infra_error`` set (reports leave it out of every metric); ``step`` may be
+    called again to retry. ``on_infra_error="raise"`` raises the ``SandboxError`` instead.
     """
 
     mode: str = Mode.SINGLE_STEP.value
@@ -49,11 +54,13 @@ class CodingEnv(EpisodeCore):
                  *, reward_fn: RewardFn = dense_reward, isolation: str | None = None,
                  prompts_dir: str | Path | None = None, tokenizer: Tokenizer | str | None = None,
                  grader: Grader | None = None, feedback_from: str = "all", stop_when: str = "hidden",
-                 token_budget: int | None = None, step_reward: str = "delta") -> None:
+                 token_budget: int | None = None, step_reward: str = "delta",
+                 on_infra_error: str = "flag") -> None:
         super().__init__(tasks=list(tasks), max_turns=1, seed=seed, timeout=timeout,
                          token_budget=token_budget, tokenizer=tokenizer, prompts_dir=prompts_dir,
                          feedback_from=feedback_from, reward_fn=reward_fn, grader=grader,
-                         isolation=isolation, stop_when=stop_when, step_reward=step_reward)
+                         isolation=isolation, stop_when=stop_when, step_reward=step_reward,
+                         on_infra_error=on_infra_error)
 
     def reset(self, task_index: int | None = None, *, seed: int | None = None) -> dict[str, Any]:
         """Pose a task: a seeded random one, or ``tasks[task_index]``. Returns the observation."""

@@ -35,6 +35,7 @@ class _StepInfoBase(TypedDict):
     terminated: bool
     truncated: bool
     stop_reason: str | None
+    infra_error: str | None  # the sandbox could not grade this step (an infrastructure fault)
 
 
 class StepInfo(_StepInfoBase, total=False):

@@ -34,6 +34,16 @@ ends the episode, are two options, and each says what it leaks:
   ``"visible_checks"``); together with ``feedback_from="visible"`` nothing the policy observes
   depends on the hidden checks. A task without visible checks then runs to ``max_turns``.
 
+A submission the sandbox could not grade (a ``SandboxError``: a worker lost, the pool closed, a
+sandbox that could not start) is an infrastructure fault, never the model's failure. By default
+(``on_infra_error="flag"``) the step returns reward 0.0 with ``info["infra_error"]`` the fault
+(``None`` on every graded step) and ``outcome="infra_error"``; the turn is taken back (no turn
+record, the same turn may be stepped again) and ``env.trajectory.infra_error`` holds the fault
+until a later step is graded, so an episode left there is in no report's metrics. A multi-turn
+step returns ``done=False``; a single-step episode ends (``stop_reason="infra_error"``, neither
+terminated nor truncated). ``on_infra_error="raise"`` raises the ``SandboxError`` instead (the
+trainer integrations use it to take the turn back their own way).
+
 The step reward (``step_reward``) is paid so that, by default, an episode's summed step rewards
 equal its final score: ``"delta"`` pays each turn's score minus the previous one (potential-based
 shaping, dense); ``"final"`` pays 0 until the last step, then the final score; ``"absolute"``
@@ -64,7 +74,7 @@ from agentenv.envs.conversation import (
     ConversationState,
 )
 from agentenv.envs.info import StepInfo
-from agentenv.errors import ConfigError, SnapshotMismatch
+from agentenv.errors import ConfigError, SandboxError, SnapshotMismatch
 from agentenv.extract import extract_code
 from agentenv.grading.redact import redact_result, redact_secrets, secret_values
 from agentenv.grading.result import RunResult
@@ -168,6 +178,7 @@ class EpisodeCore:
         isolation: str | None = None,
         stop_when: str = "hidden",
         step_reward: str = "delta",
+        on_infra_error: str = "flag",
     ) -> None:
         if tasks is None:
             from agentenv.tasks.builtin import builtin_tasks
@@ -185,6 +196,9 @@ class EpisodeCore:
         step_reward = parse(StepReward, step_reward, "step_reward").value
         if grader is not None and isolation is not None:
             raise ConfigError("pass isolation= or grader=, not both (a custom grader picks its own isolation)")
+        if on_infra_error not in ("flag", "raise"):
+            raise ConfigError(f"on_infra_error must be 'flag' or 'raise', got {on_infra_error!r}")
+        self.on_infra_error = on_infra_error
         self.max_turns = max_turns
         self.seed = seed
         self.timeout = float(timeout)
@@ -491,6 +505,7 @@ class EpisodeCore:
             **_token_record(sub),
         )
         trajectory.turns.append(record)
+        trajectory.infra_error = None  # graded: a fault of an earlier try of this turn is past
         conv.end_turn(next_state)
         stop_reason = self._stop_reason(next_state)
         trajectory.stop_reason = stop_reason
@@ -521,6 +536,7 @@ class EpisodeCore:
             "truncated": self.mode != Mode.SINGLE_STEP and next_state in (ConversationState.OUT_OF_TURNS,
                                                                        ConversationState.OUT_OF_TOKENS),
             "stop_reason": stop_reason,
+            "infra_error": None,
         }
         if self.feedback_from == FeedbackSource.ALL:
             info["delta"] = record.delta
@@ -537,19 +553,56 @@ class EpisodeCore:
         """Grade one submission and advance the conversation."""
         submission = self._begin_step(action)
         try:
-            return self._finish_step(submission, self._grade(submission))
-        except BaseException:
+            scored = self._grade(submission)
+        except BaseException as exc:
             self._conversation.abort_turn()  # nothing was committed: the turn may be retried
+            if isinstance(exc, SandboxError) and self.on_infra_error == "flag":
+                return self._infra_step(submission, exc)
+            raise
+        try:
+            return self._finish_step(submission, scored)
+        except BaseException:
+            self._conversation.abort_turn()
             raise
 
     async def astep(self, action: str) -> StepResult:
         """Async twin of :meth:`step`: the grading is awaited, the rest is the same code."""
         submission = self._begin_step(action)
         try:
-            return self._finish_step(submission, await self._agrade(submission))
+            scored = await self._agrade(submission)
+        except BaseException as exc:
+            self._conversation.abort_turn()
+            if isinstance(exc, SandboxError) and self.on_infra_error == "flag":
+                return self._infra_step(submission, exc)
+            raise
+        try:
+            return self._finish_step(submission, scored)
         except BaseException:
             self._conversation.abort_turn()
             raise
+
+    def _infra_step(self, sub: _Submission, exc: SandboxError) -> StepResult:
+        """A submission the sandbox could not grade: not the model's failure. The turn is taken
+        back (nothing recorded but the fault); a single-step episode ends there, flagged."""
+        conv = self._conversation
+        trajectory = self.trajectory
+        assert trajectory is not None
+        reason = f"{type(exc).__name__}: {exc}"[:300]
+        trajectory.infra_error = reason
+        single = self.mode == Mode.SINGLE_STEP
+        if single:
+            trajectory.stop_reason = StopReason.INFRA_ERROR.value
+        info: StepInfo = {
+            "task_name": sub.task.name, "turn": conv.turn + 1,
+            "view": "hidden" if self.feedback_from == FeedbackSource.ALL else "visible",
+            "passed": 0, "total": 0, "fraction": 0.0, "timed_out": False, "outcome": "infra_error",
+            "visible_passed": None, "visible_total": None, "failures": [],
+            "feedback_trimmed": False, "reply_cut": sub.cut, "action_tokens": 0,
+            "observation_tokens": 0, "tokens_used": conv.tokens_used, "tokens_left": conv.tokens_left,
+            "isolation": "", "terminated": False, "truncated": False,
+            "stop_reason": trajectory.stop_reason, "infra_error": reason,
+        }
+        return self._observation(), 0.0, single, info
 
 
 # The core's earlier private name, for code written against it.

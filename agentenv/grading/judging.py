@@ -19,6 +19,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agentenv.grading.memory import ValuesBudget
 from agentenv.grading.plan import (
     _CALL,
     _COMPUTE,
@@ -98,6 +99,7 @@ def judge(
     capped: int | None = None,
     judge_frames: Sequence[Mapping[str, Any]] = (),
     judge_died: str | None = None,
+    values_budget: ValuesBudget | None = None,
 ) -> RunResult:
     """Turn the frames that came back into a RunResult.
 
@@ -107,7 +109,8 @@ def judge(
     a process ended when it did not finish (a signal, a limit), for the ``no_result`` messages;
     ``capped`` is the result channel's byte cap when the run's results reached it (checks that
     never reported then say so). ``equality`` is ``"python"`` or ``"strict"`` (see
-    :mod:`agentenv.grading.values`). Exit codes are never consulted. Whatever the frames hold, this
+    :mod:`agentenv.grading.values`). ``values_budget`` bounds the decoded values of every run
+    judged at once (see :mod:`agentenv.grading.memory`). Exit codes are never consulted. Whatever the frames hold, this
     returns: an error while judging one check fails that check with the error's message.
     """
     load: Mapping[str, Any] | None = None
@@ -154,7 +157,7 @@ def judge(
         failure: Failure | None
         try:
             failure = _judge_one(cp, load, verdicts, judge_setup, stdio, calls, float_tolerance,
-                                 equality, missing)
+                                 equality, missing, values_budget)
         except (Exception, Unreadable) as exc:  # a fault of the judge on this value: that
             # check fails, no more
             failure = _failure(cp, "exception", f"the judge could not evaluate this check "
@@ -174,7 +177,7 @@ def _judge_one(cp: CheckPlan, load: Mapping[str, Any] | None,
                verdicts: Mapping[int, Mapping[str, Any]], judge_setup: Mapping[str, Any] | None,
                stdio: Mapping[int, Mapping[str, Any]],
                calls: Mapping[tuple[int, int], Mapping[str, Any]], float_tolerance: float | None,
-               equality: str, missing: Any) -> Failure | None:
+               equality: str, missing: Any, gate: ValuesBudget | None = None) -> Failure | None:
     failure: Failure | None
     if cp.mode == "stdio":
         failure = _judge_stdio(cp, stdio.get(cp.index), float_tolerance, missing)
@@ -193,7 +196,7 @@ def _judge_one(cp: CheckPlan, load: Mapping[str, Any] | None,
             failure = _failure(cp, "no_result" if kind == schema.NO_RESULT else _kind(kind),
                                str(reported.get(schema.MESSAGE, "")))
     else:
-        failure = _judge_trusted(cp, calls, float_tolerance, equality, missing)
+        failure = _judge_trusted(cp, calls, float_tolerance, equality, missing, gate)
     return failure
 
 
@@ -208,9 +211,11 @@ def _failure(cp: CheckPlan, kind: FailureKind, message: str) -> Failure:
     return Failure(cp.index, cp.text, kind, _clip(message, 500))
 
 
-def _decode_value(data: Any, budget: Any) -> Any:
+def _decode_value(data: Any, budget: DecodeBudget) -> Any:
     """A call's value from its frame bytes; over a wire budget it is a failed call naming it."""
     try:
+        if budget.gate is not None and type(data) is bytes:
+            budget.gate.spend_bytes(budget, len(data))  # its strings and bytes, about
         return decode_value(data, budget)
     except ValueBudget as exc:
         raise _CallFailed("budget", str(exc)) from None
@@ -240,9 +245,33 @@ def _private(name: str) -> Any:
 
 
 def _judge_trusted(cp: CheckPlan, calls: Mapping[tuple[int, int], Mapping[str, Any]],
-                   tolerance: float | None, equality: str, missing: Any) -> Failure | None:
+                   tolerance: float | None, equality: str, missing: Any,
+                   gate: ValuesBudget | None = None) -> Failure | None:
+    if gate is None:
+        return _judge_values(cp, calls, tolerance, equality, missing, DecodeBudget())
+    return gate.judge(lambda: DecodeBudget(gate),
+                      lambda budget: _judge_values(cp, calls, tolerance, equality, missing, budget))
+
+
+def _judge_values(cp: CheckPlan, calls: Mapping[tuple[int, int], Mapping[str, Any]],
+                  tolerance: float | None, equality: str, missing: Any,
+                  budget: DecodeBudget) -> Failure | None:
+    # the values of one check are alive together: they share one budget
     values: dict[int, Any] = {}
-    budget = DecodeBudget()  # the values of one check are alive together: they share one budget
+    namespace: dict[str, Any] = {}
+    try:
+        return _evaluate(cp, calls, tolerance, equality, missing, values, namespace, budget)
+    finally:
+        # The namespace holds ``value``, whose closure holds the namespace: a reference cycle
+        # that would keep every decoded value alive until the garbage collector next runs
+        # (a batch of million-element answers then stays in the caller's memory at once).
+        values.clear()
+        namespace.clear()
+
+
+def _evaluate(cp: CheckPlan, calls: Mapping[tuple[int, int], Mapping[str, Any]],
+              tolerance: float | None, equality: str, missing: Any, values: dict[int, Any],
+              namespace: dict[str, Any], budget: DecodeBudget) -> Failure | None:
 
     def value(j: int) -> Any:
         if j in values:
@@ -272,14 +301,14 @@ def _judge_trusted(cp: CheckPlan, calls: Mapping[tuple[int, int], Mapping[str, A
         values[j] = received
         return values[j]
 
-    namespace = {
+    namespace.update({
         "__builtins__": _SAFE_BUILTINS, "math": math, _V: value,
         _EQ: lambda a, e: _equal(equality, a, e, tolerance),
         _NE: lambda a, e: _not_equal(equality, a, e, tolerance),
         _IN: lambda a, c: contains(equality, a, c, tolerance),
         _OP: lambda symbol, a, b: guarded_binop(symbol, a, b, _COMPUTE[symbol]),
         _CALL: guarded_call, _PRIVATE: _private, _FORMAT: guarded_format,
-    }
+    })
     assert cp.program is not None
     try:
         ok = bool(eval(cp.program, namespace))

@@ -21,6 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from agentenv.choices import Equality, IsolationLevel, values
 from agentenv.errors import ConfigError, IsolationUnavailable
 from agentenv.grading.judging import judge
+from agentenv.grading.memory import ValuesBudget
+from agentenv.grading.memory import values_budget as resolve_values_budget
 from agentenv.grading.names import setup_for_candidate
 from agentenv.grading.plan import Plan, plan_checks
 from agentenv.grading.redact import redact_result
@@ -71,6 +73,7 @@ def run_tests(
     pool: Pool | None = None,
     equality: str = "python",
     prelude: str = "",
+    values_budget: ValuesBudget | int | None = None,
 ) -> RunResult:
     """Run ``code_str`` against ``checks`` in a sandboxed process; judge on the trusted side.
 
@@ -88,8 +91,11 @@ def run_tests(
     imports, e.g. LiveCodeBench's). The judge runs prelude and ``setup_code`` itself; the
     candidate's process gets only the setup's definitions its code reads
     (:func:`~agentenv.grading.names.setup_for_candidate`), never the setup's data.
+    ``values_budget`` (a :class:`~agentenv.grading.memory.ValuesBudget` or bytes) bounds the
+    decoded values of every run judged against it at once; by default the process-wide one.
     """
     _validate(code_str, checks, timeout, isolation, float_tolerance, equality, prelude)
+    gate = resolve_values_budget(values_budget)
     limits = limits or DEFAULT_LIMITS
     pool = pool or default_pool()
     if isolation == IsolationLevel.STRICT and pool.level != IsolationLevel.STRICT:
@@ -98,7 +104,7 @@ def run_tests(
             "install bubblewrap and allow unprivileged user namespaces, or pass isolation=None")
     plan = plan_checks(checks, setup_code=setup_code or "", prelude=prelude, code=code_str)
     result, objects = _run_plan(plan, code_str, timeout, setup_code, prelude, float_tolerance,
-                                equality, limits, pool)
+                                equality, limits, pool, gate)
     if objects and not result.timed_out:
         # Calls that returned candidate objects (not plain data): those checks run again in
         # the judge process, which holds such objects as handles. Whether a value is plain is
@@ -107,14 +113,14 @@ def run_tests(
                            rerouted=objects)
         first = result.exec_seconds
         result, _ = _run_plan(plan, code_str, timeout, setup_code, prelude, float_tolerance,
-                              equality, limits, pool)
+                              equality, limits, pool, gate)
         result = dataclasses.replace(result, exec_seconds=first + result.exec_seconds)
     return result
 
 
 def _run_plan(plan: Plan, code_str: str, timeout: float, setup_code: str, prelude: str,
               float_tolerance: float | None, equality: str, limits: Limits,
-              pool: Pool) -> tuple[RunResult, frozenset[int]]:
+              pool: Pool, gate: ValuesBudget) -> tuple[RunResult, frozenset[int]]:
     """One sandbox run of ``plan``; with the trusted checks whose calls returned objects."""
     nonce = secrets.token_hex(16)
     stdio_tests = sum(1 for cp in plan.checks if cp.mode == "stdio")
@@ -141,6 +147,11 @@ def _run_plan(plan: Plan, code_str: str, timeout: float, setup_code: str, prelud
                  if plan.needs_judge else None)
     raw = pool.run(job, float(run_seconds), limits, judge=judge_job)
     frames = parse_frames(raw.result, nonce)
+    judge_frames = parse_frames(raw.judge_result, judge_nonce)
+    capped = limits.max_result_bytes if len(raw.result) >= limits.max_result_bytes else None
+    # The frames hold copies of what the values need: the raw channel bytes (up to
+    # max_result_bytes per run) need not stay alive while this run waits for the values budget.
+    raw = dataclasses.replace(raw, result=b"", judge_result=b"")
     trusted = {c.index for c in plan.checks if c.mode == "trusted"}
     objects = frozenset(f[schema.INDEX] for f in frames
                         if f.get(schema.TYPE) == schema.CALL and f.get(schema.KIND) == schema.NOT_PLAIN
@@ -149,8 +160,8 @@ def _run_plan(plan: Plan, code_str: str, timeout: float, setup_code: str, prelud
         plan, frames, timed_out=raw.timed_out, isolation=raw.isolation,
         exec_seconds=raw.seconds, stdout=raw.stdout, stderr=raw.stderr,
         float_tolerance=float_tolerance, died=raw.died, equality=equality,
-        capped=limits.max_result_bytes if len(raw.result) >= limits.max_result_bytes else None,
-        judge_frames=parse_frames(raw.judge_result, judge_nonce), judge_died=raw.judge_died,
+        capped=capped, judge_frames=judge_frames, judge_died=raw.judge_died,
+        values_budget=gate,
     )
     return dataclasses.replace(redact_result(result), limits_enforced=raw.limits), objects
 
@@ -191,6 +202,7 @@ async def arun_tests(
     pool: Pool | None = None,
     equality: str = "python",
     prelude: str = "",
+    values_budget: ValuesBudget | int | None = None,
 ) -> RunResult:
     """The asyncio twin of :func:`run_tests`: same arguments, same result, off the event loop
     on agentenv's own bounded thread pool (never the loop's default executor)."""
@@ -200,6 +212,6 @@ async def arun_tests(
     call = functools.partial(
         run_tests, code_str, checks, timeout, setup_code=setup_code,
         float_tolerance=float_tolerance, isolation=isolation, limits=limits, pool=pool,
-        equality=equality, prelude=prelude,
+        equality=equality, prelude=prelude, values_budget=values_budget,
     )
     return await loop.run_in_executor(_grading_executor(), call)

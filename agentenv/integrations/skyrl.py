@@ -87,7 +87,8 @@ class CodingTextEnv(BaseTextEnv):
         if encoded is None:
             raise ConfigError(f"{ENV_ID} needs the task in extras['extra_info']['task']: build the "
                               "dataset with agentenv.integrations.skyrl.to_skyrl_records(tasks)")
-        self.env = MultiTurnCodingEnv(tasks=[decode_task(encoded)], **_options(env_config, extras))
+        self.env = MultiTurnCodingEnv(tasks=[decode_task(encoded)], on_infra_error="raise",
+                                      **_options(env_config, extras))
         self.max_turns = self.env.max_turns
 
     def init(self, prompt: Any) -> tuple[Any, dict[str, Any]]:

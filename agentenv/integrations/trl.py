@@ -58,6 +58,8 @@ from typing import Any
 
 from agentenv.errors import ConfigError, MissingDependency, SandboxError
 from agentenv.extract import extract_code
+from agentenv.grading.memory import ValuesBudget
+from agentenv.grading.memory import values_budget as resolve_values_budget
 from agentenv.grading.result import RunResult
 from agentenv.grading.scoring import empty_result
 from agentenv.integrations._common import completion_text, resolve_tasks
@@ -414,7 +416,8 @@ def _default_workers() -> int:
 def make_code_reward(*, reward: str | RewardFn = "dense", timeout: float = DEFAULT_TIMEOUT,
                      max_workers: int | None = None, isolation: str | None = None,
                      name: str = "code_reward", asynchronous: bool = False,
-                     curriculum: PassRateCurriculum | None = None) -> Callable[..., Any]:
+                     curriculum: PassRateCurriculum | None = None,
+                     values_budget: ValuesBudget | int | None = None) -> Callable[..., Any]:
     """Build a TRL reward function that scores completions in agentenv's sandbox.
 
     ``reward`` is "dense" (format gate, then the fraction of checks passed), "sparse" (1.0 only
@@ -423,9 +426,13 @@ def make_code_reward(*, reward: str | RewardFn = "dense", timeout: float = DEFAU
     a GRPO group) run once. ``name`` is what TRL logs the reward as (``rewards/<name>``).
     With ``asynchronous=True`` the function is ``async def``, which TRL awaits concurrently with
     other async reward functions. With a ``curriculum``, every scored row's outcome is recorded
-    in it under the row's ``task_name`` (see :class:`PassRateSampler`).
+    in it under the row's ``task_name`` (see :class:`PassRateSampler`). ``values_budget``
+    (bytes) bounds the candidates' decoded values all its rows in flight hold at once (by
+    default the process-wide budget, see :mod:`agentenv.grading.memory`): a row whose values
+    alone need more fails its check, naming the budget; the others are judged a few at a time.
     """
     reward_fn = get_reward(reward)
+    values_gate = None if values_budget is None else resolve_values_budget(values_budget)
     if not timeout > 0:
         raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
     workers = _default_workers() if max_workers is None else max_workers
@@ -443,7 +450,8 @@ def make_code_reward(*, reward: str | RewardFn = "dense", timeout: float = DEFAU
             try:
                 return run_tests(sub.code, list(sub.checks), timeout=timeout,
                                  setup_code=sub.setup_code, float_tolerance=sub.float_tolerance,
-                                 isolation=isolation, equality=sub.equality, prelude=sub.prelude)
+                                 isolation=isolation, equality=sub.equality, prelude=sub.prelude,
+                                 values_budget=values_gate)
             except ConfigError:
                 raise  # the caller's configuration: every row would fail alike, so say so
             except SandboxError as exc:
@@ -473,7 +481,7 @@ def make_code_reward(*, reward: str | RewardFn = "dense", timeout: float = DEFAU
                                             setup_code=sub.setup_code,
                                             float_tolerance=sub.float_tolerance,
                                             isolation=isolation, equality=sub.equality,
-                                            prelude=sub.prelude)
+                                            prelude=sub.prelude, values_budget=values_gate)
                 except ConfigError:
                     raise
                 except SandboxError as exc:

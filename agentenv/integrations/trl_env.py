@@ -123,7 +123,7 @@ class CodingToolEnv:
         self._credit = credit
         self._gamma = gamma
         self.env = MultiTurnCodingEnv(tasks=[task for _, task in tasks.values()], grader=grader,
-                                      **env_options)
+                                      on_infra_error="raise", **env_options)
         self._task: Task | None = None
         self.infra_error: str | None = None  # the episode's sandbox fault, if one happened
 

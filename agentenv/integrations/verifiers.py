@@ -67,7 +67,7 @@ class CodingTask(vf.Task[CodingData, vf.State, vf.TaskConfig]):
         episode = trace.info.get(INFO_KEY)
         if isinstance(episode, dict) and episode.get("turns"):
             return float(episode["return"])
-        env = CodingEnv(tasks=[self.agentenv_task()],
+        env = CodingEnv(tasks=[self.agentenv_task()], on_infra_error="raise",
                         timeout=float(self.data.info.get("env", {}).get("timeout", 5.0)))
         env.reset(task_index=0)
         try:
@@ -126,7 +126,8 @@ class CodingVerifiersEnv(vf.Env[CodingVerifiersEnvConfig]):
 
     async def run(self, task: Any, agents: Any) -> None:
         options = dict(task.data.info.get("env") or {})
-        env = MultiTurnCodingEnv(tasks=[decode_task(task.data.info["task"])], **options)
+        env = MultiTurnCodingEnv(tasks=[decode_task(task.data.info["task"])], on_infra_error="raise",
+                                 **options)
         env.reset(task_index=0)
         async with agents.player.interaction(task) as interaction:
             segment = await interaction.turn()

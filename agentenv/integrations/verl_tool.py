@@ -84,7 +84,8 @@ class SubmitTool(BaseTool):
             if "task" not in create_kwargs:
                 raise ConfigError("the submit tool got no task: build the dataset with "
                                   "agentenv.integrations.verl.to_verl_parquet(tasks, ..., multi_turn=True)")
-            env = MultiTurnCodingEnv(tasks=[decode_task(create_kwargs["task"])], **self.env_options)
+            env = MultiTurnCodingEnv(tasks=[decode_task(create_kwargs["task"])], on_infra_error="raise",
+                                      **self.env_options)
             env.reset(task_index=0)
             self._episodes[key] = env
             while len(self._episodes) > MAX_LIVE_EPISODES:

@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
+from agentenv.errors import RunFormatError
 from agentenv.records import OUTCOMES, Trajectory, episode_weights, weighted_mean
 from agentenv.report.budget import episode_cost
 from agentenv.report.records import (
@@ -209,7 +210,18 @@ def _by_turn(trajectories: Sequence[Trajectory], turns: int) -> dict[str, Any]:
 
 
 def run_metrics(trajectories: Sequence[Trajectory]) -> RunMetrics:
-    """Every metric of a run, as a JSON-ready dict (overall, by difficulty, by task, ...)."""
+    """Every metric of a run, as a JSON-ready dict (overall, by difficulty, by task, ...).
+
+    Episodes whose last submission the sandbox could not grade (``Trajectory.infra_failed``)
+    have no score: they are in no metric (a 0 would blame the model for an infrastructure
+    fault) and ``run["infra_errors"]`` counts them."""
+    infra_errors = sum(1 for t in trajectories if t.infra_failed)
+    if infra_errors:
+        trajectories = [t for t in trajectories if not t.infra_failed]
+        if not trajectories:
+            raise RunFormatError(f"all {infra_errors} episodes hit an infrastructure fault (the "
+                                 "sandbox could not grade them): there is no score to report; "
+                                 "run them again")
     turns = horizon(trajectories)
     groups = by_task(trajectories)
     rows = {name: task_row(episodes, turns) for name, episodes in groups.items()}
@@ -229,6 +241,7 @@ def run_metrics(trajectories: Sequence[Trajectory]) -> RunMetrics:
             "samples_per_task": {"min": min(samples), "max": max(samples)},
             "turns": turns,
             "settings": run_settings(trajectories),
+            "infra_errors": infra_errors,
         },
         "overall": aggregate(list(rows.values()), turns),
         "by_difficulty": {level: aggregate(level_rows, turns)

@@ -189,6 +189,7 @@ class _RunInfoBase(TypedDict):
 
 class RunInfo(_RunInfoBase, total=False):
     path: str  # the run directory (added by write_report)
+    infra_errors: int  # episodes the sandbox could not grade: in no metric
 
 
 class _RunMetricsBase(TypedDict):

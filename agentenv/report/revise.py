@@ -310,6 +310,10 @@ def revise_vs_resample(single_step_run: RunLike, multi_turn_run: RunLike, k: int
     """The revise-vs-resample table at a budget of ``k`` calls (see the module docstring)."""
     path_single, single = resolve_run(single_step_run)
     path_multi, multi = resolve_run(multi_turn_run)
+    # Episodes the sandbox could not grade have no score: pass@k and solve@k leave them out.
+    infra_errors = sum(1 for t in (*single, *multi) if t.infra_failed)
+    single = [t for t in single if not t.infra_failed]
+    multi = [t for t in multi if not t.infra_failed]
     resample_from_turns = run_mode(single) == "multi_turn" and run_mode(multi) == "multi_turn"
     prompt_turns = {t.max_turns for t in single}
     if resample_from_turns:
@@ -371,6 +375,9 @@ def revise_vs_resample(single_step_run: RunLike, multi_turn_run: RunLike, k: int
     if only_single or only_multi:
         warnings.append(f"{len(only_single)} task(s) only in the single-step run and "
                         f"{len(only_multi)} only in the multi-turn run are left out")
+    if infra_errors:
+        warnings.append(f"{infra_errors} episode(s) the sandbox could not grade (an infrastructure "
+                        "fault) are left out of every number here")
     return {
         "k": k,
         "single_step": {"path": path_single, "episodes": len(single), "tasks": len(samples),

@@ -107,6 +107,9 @@ def format_report(metrics: RunMetrics) -> str:
         f"T={turns}, policy {', '.join(settings['policy']) or '-'}, "
         f"model {', '.join(settings['model']) or '-'}",
     ]
+    if run.get("infra_errors"):
+        lines.append(f"infra errors: {count(run['infra_errors'], 'episode')} the sandbox could not "
+                     "grade (an infrastructure fault: in no metric below)")
     if settings.get("tokenizer"):
         lines.append("tokens counted with: " + ", ".join(settings["tokenizer"]))
     for ids in settings["template_ids"]:

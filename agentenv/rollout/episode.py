@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
 
-from agentenv.errors import ConfigError, EnvStateError, PolicyCallError
+from agentenv.errors import ConfigError, EnvStateError, PolicyCallError, SandboxError
 from agentenv.policies.base import Policy, PolicyLike, acall_policy, policy_model, policy_name
 from agentenv.records import Trajectory
 
@@ -117,6 +117,14 @@ def _did_not_end(env: Any, limit: int) -> EnvStateError:
                          "give the env a max_turns or pass max_steps=... to run_episode")
 
 
+def _raise_infra_error(info: Any) -> None:
+    """A step the env flagged as not graded (``info["infra_error"]``) stops the episode as a
+    sandbox fault does: the runner reports it, keeps a partial record, and retries on resume."""
+    reason = info.get("infra_error") if isinstance(info, dict) else None
+    if reason:
+        raise SandboxError(str(reason))
+
+
 def run_episode(env: Any, policy: Policy, *, task_index: int | None = None, max_steps: int | None = None,
                 episode_id: str | None = None, sample: int = 0, seed: int | None = None,
                 snapshot: EpisodeSnapshot | None = None) -> Trajectory:
@@ -136,7 +144,8 @@ def run_episode(env: Any, policy: Policy, *, task_index: int | None = None, max_
             if not _ends_episode(exc):
                 raise
             return _finish(env, policy, episode_id, sample, exc)
-        obs, _reward, done, _info = env.step(action)
+        obs, _reward, done, info = env.step(action)
+        _raise_infra_error(info)
         if done:
             return _finish(env, policy, episode_id, sample)
     raise _did_not_end(env, limit)
@@ -161,9 +170,10 @@ async def arun_episode(env: Any, policy: PolicyLike, *, task_index: int | None =
                 raise
             return _finish(env, policy, episode_id, sample, exc)
         if astep is not None:
-            obs, _reward, done, _info = await astep(action)
+            obs, _reward, done, info = await astep(action)
         else:
-            obs, _reward, done, _info = await asyncio.to_thread(env.step, action)
+            obs, _reward, done, info = await asyncio.to_thread(env.step, action)
+        _raise_infra_error(info)
         if done:
             return _finish(env, policy, episode_id, sample)
     raise _did_not_end(env, limit)

@@ -12,6 +12,8 @@ over its root's branch count, so each root counts once: ``pass@1`` is the first 
 rate (what a plain run with the same seeds reports), ``solve_rate`` the chance that a root with
 one repair (a random branch) is solved, ``repair_rate`` a branch's chance to repair its failed
 root. ``episodes`` and the token totals still count every stored trajectory.
+An episode whose last submission the sandbox could not grade (``Trajectory.infra_failed``) is
+in none of these numbers either; ``infra_errors`` counts them.
 Only finished episodes count: a partial one (stopped by the infrastructure after a graded turn,
 to be continued by a resume) is in none of these numbers; the runner lists it under
 ``partial`` (:func:`partial_row`) and counts it in ``run.partial``/``run.partial_turns``.
@@ -50,6 +52,7 @@ GroupSummary = TypedDict("GroupSummary", {
     "solve_rate_by_turn": list[float],
     "tokens": TokenCounts,
     "stop_reasons": dict[str, int],
+    "infra_errors": int,  # episodes the sandbox could not grade: in none of the numbers above
 })
 
 
@@ -119,7 +122,12 @@ _UNKNOWN = "unknown"
 
 
 def summarize_group(trajectories: Sequence[Trajectory]) -> GroupSummary:
-    """The headline numbers of a group of episodes (None where a number is undefined)."""
+    """The headline numbers of a group of episodes (None where a number is undefined).
+
+    An episode the sandbox could not grade (``infra_failed``) is in no number but
+    ``infra_errors``: it has no score, and a 0 would blame the model for the fault."""
+    infra_errors = sum(1 for t in trajectories if t.infra_failed)
+    trajectories = [t for t in trajectories if not t.infra_failed]
     n = len(trajectories)
     weights = episode_weights(trajectories)
     roots = sum(weights)
@@ -155,6 +163,7 @@ def summarize_group(trajectories: Sequence[Trajectory]) -> GroupSummary:
             "completion_tokens": completion_tokens if calls_with_usage else None,
         },
         "stop_reasons": dict(sorted(Counter(str(t.stop_reason) for t in trajectories).items())),
+        "infra_errors": infra_errors,
     }
 
 

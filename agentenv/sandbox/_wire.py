@@ -538,20 +538,40 @@ class DecodeBudget:
     """What a value (or several values judged together) may still spend while rebuilt.
 
     Pass one to several :func:`decode_value` calls to make them share ``MAX_ITEMS``: the
-    values one check compares are alive at the same time, so they share one budget.
+    values one check compares are alive at the same time, so they share one budget. On the
+    trusted side a ``gate`` (``agentenv.grading.memory``) may also bound what all the values
+    decoded at once in the process spend: every spend is charged to it too (``gate.spend``
+    raises when it cannot be met), and no array may declare more than it has left.
     """
 
-    __slots__ = ("depth", "items")
+    __slots__ = ("charged", "depth", "gate", "items")
 
-    def __init__(self) -> None:
+    def __init__(self, gate: Any = None) -> None:
         self.items = MAX_ITEMS
         self.depth = 0
+        self.gate = gate
+        self.charged = 0  # bytes charged to the gate (the gate's bookkeeping)
 
     def spend(self, n: int) -> None:
         self.items -= n
         if self.items < 0:
             raise ValueBudget(f"the value has more than {MAX_ITEMS} elements and containers "
                               f"(MAX_ITEMS)")
+        if self.gate is not None:
+            self.gate.spend(self, n)
+
+    def room(self) -> int:
+        """How many items an array or map may still declare."""
+        items = max(0, self.items)
+        return items if self.gate is None else min(items, self.gate.room(self))
+
+    def over_room(self) -> Exception:
+        """The error for an array that declared more than :meth:`room`: the gate's when its
+        room was the smaller (it may raise instead), else ``MAX_ITEMS``'s."""
+        if self.gate is not None and self.gate.room(self) < self.items:
+            self.gate.refuse(self)
+        return ValueBudget(f"the value has more than {MAX_ITEMS} elements and containers "
+                           f"(MAX_ITEMS)")
 
 
 def _no_collisions(keys: Any) -> None:
@@ -678,14 +698,13 @@ def _msgpack_decoder() -> Any:
 
         def records(payload: bytes) -> list[Any]:
             budget.spend(1)
-            room = max(0, budget.items)
+            room = budget.room()
             try:
                 rows = unpackb(payload, max_array_len=room, use_list=False, ext_hook=_refuse_ext,
                                object_pairs_hook=_refuse_map, **record_options)
             except ValueError as exc:
                 if "exceeds max_array_len" in str(exc):
-                    raise ValueBudget(f"the value has more than {MAX_ITEMS} elements and "
-                                      f"containers (MAX_ITEMS)") from None
+                    raise budget.over_room() from None
                 raise
             if type(rows) is not tuple:
                 raise ValueError("malformed records")
@@ -694,13 +713,12 @@ def _msgpack_decoder() -> Any:
         def nested(payload: bytes) -> Any:
             # msgpack checks declared lengths against these before allocating anything, and
             # the hooks count what was built: an array of scalars cannot outgrow what is left.
-            room = max(0, budget.items)
+            room = budget.room()
             try:
                 return unpackb(payload, max_array_len=room, max_map_len=room // 2, **options)
             except ValueError as exc:
                 if "exceeds max_" in str(exc):
-                    raise ValueBudget(f"the value has more than {MAX_ITEMS} elements and "
-                                      f"containers (MAX_ITEMS)") from None
+                    raise budget.over_room() from None
                 raise
 
         options = {"raw": False, "unicode_errors": "surrogatepass", "strict_map_key": False,
