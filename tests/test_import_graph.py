@@ -153,6 +153,17 @@ def test_arrows_point_down_the_layers() -> None:
     assert upward == [], "imports that point up the layers: " + "; ".join(upward)
 
 
+def test_nothing_outside_the_sandbox_imports_its_private_modules() -> None:
+    """The sandbox's contract with the rest (jobs in, frames out) is
+    :mod:`agentenv.sandbox.contract` and the package's own exports; its private modules
+    (``agentenv.sandbox._*``) are its own."""
+    crossing = sorted((module, target) for module, (eager, lazy) in GRAPH.items()
+                      if not module.startswith("agentenv.sandbox")
+                      for target in eager | lazy
+                      if target.startswith("agentenv.sandbox._"))
+    assert crossing == []
+
+
 def test_every_module_is_placed_in_a_layer() -> None:
     for module in MODULES:
         _layer(module)

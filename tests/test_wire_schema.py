@@ -164,3 +164,11 @@ def test_the_sandbox_side_reads_only_declared_job_keys(name: str, declared: froz
     read = _job_keys_read(name)
     assert read, f"{name} reads no job key: the scan no longer sees how it reads the job"
     assert read <= declared, f"{name} reads undeclared job keys {read - declared}"
+
+
+def test_the_typed_jobs_carry_exactly_the_schemas_keys() -> None:
+    from agentenv.sandbox.contract import Job, JudgeJob
+
+    # the pool adds the worker's own work dir and environment to every job
+    assert set(Job.__annotations__) | {"workdir", "env"} == _schema.JOB
+    assert set(JudgeJob.__annotations__) == _schema.JUDGE_JOB

@@ -46,9 +46,14 @@ from agentenv.grading.values import (
     guarded_call,
     guarded_format,
 )
-from agentenv.sandbox import _schema as schema
-from agentenv.sandbox._stdvalues import Unreadable, loaded
-from agentenv.sandbox._wire import DecodeBudget, ValueBudget, decode_value
+from agentenv.sandbox.contract import (
+    DecodeBudget,
+    Unreadable,
+    ValueBudget,
+    decode_value,
+    loaded,
+    schema,
+)
 from agentenv.tasks.schema import StdioCase
 
 __all__ = ["judge"]

@@ -31,7 +31,7 @@ from typing import Any
 
 from agentenv import settings
 from agentenv.errors import ConfigError
-from agentenv.sandbox._wire import ValueBudget
+from agentenv.sandbox.contract import ValueBudget
 
 __all__ = [
     "DEFAULT_VALUES_BUDGET",

@@ -24,7 +24,7 @@ from types import CodeType
 from typing import Any, Literal
 
 from agentenv.grading import names
-from agentenv.sandbox import _schema as schema
+from agentenv.sandbox.contract import schema
 from agentenv.tasks.schema import Check, StdioCase
 
 __all__ = ["TRUSTED_NAMES", "CheckPlan", "Plan", "plan_checks"]

@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from agentenv.grading.result import RunResult
-from agentenv.sandbox._limits import SECRET_NAME
+from agentenv.sandbox.contract import SECRET_NAME
 
 __all__ = ["MIN_SECRET_LENGTH", "REDACTED", "redact_result", "redact_secrets", "secret_values"]
 

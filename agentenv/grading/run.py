@@ -27,10 +27,17 @@ from agentenv.grading.names import setup_for_candidate
 from agentenv.grading.plan import Plan, plan_checks
 from agentenv.grading.redact import redact_result
 from agentenv.grading.result import RunResult
-from agentenv.sandbox import _schema as schema
-from agentenv.sandbox._limits import DEFAULT_LIMITS, Limits
-from agentenv.sandbox._pool import Pool, default_pool, default_size
-from agentenv.sandbox._wire import parse_frames
+from agentenv.sandbox.contract import (
+    DEFAULT_LIMITS,
+    Job,
+    JudgeJob,
+    Limits,
+    Pool,
+    default_pool,
+    default_size,
+    read_frames,
+    schema,
+)
 from agentenv.tasks.schema import Check
 
 __all__ = ["arun_tests", "run_tests"]
@@ -128,26 +135,25 @@ def _run_plan(plan: Plan, code_str: str, timeout: float, setup_code: str, prelud
         limits = limits.for_stdio(stdio_tests)
     run_seconds = limits.run_seconds(timeout, stdio_tests)
     child_limits = limits.for_child(run_seconds, nproc=pool.level == IsolationLevel.STRICT)
-    job = {
+    job = Job(
         # the setup's data stays with the judge: the candidate gets the definitions it reads
-        "nonce": nonce, "code": code_str, "setup": setup_for_candidate(setup_code or "", code_str),
-        "prelude": prelude,
-        "items": plan.job_items(), "limits": child_limits,
-        "max_value_bytes": limits.max_result_bytes,
-    }
+        nonce=nonce, code=code_str, setup=setup_for_candidate(setup_code or "", code_str),
+        prelude=prelude, items=plan.job_items(), limits=child_limits,
+        max_value_bytes=limits.max_result_bytes,
+    )
     if stdio_tests:
         job["test_limit"] = limits.for_tests(timeout)
     # Checks the trusted side cannot decompose go to a judge process of their own, with a
     # nonce the candidate never sees; its frames come back apart from the candidate's.
     judge_nonce = secrets.token_hex(16)
-    judge_job = ({"role": "judge", "nonce": judge_nonce, "setup": setup_code or "",
-                  "prelude": prelude, "checks": plan.judge_items(), "limits": child_limits,
-                  "imports": [list(item) for item in plan.imports],
-                  "float_tolerance": float_tolerance}
+    judge_job = (JudgeJob(role="judge", nonce=judge_nonce, setup=setup_code or "",
+                          prelude=prelude, checks=plan.judge_items(), limits=child_limits,
+                          imports=[list(item) for item in plan.imports],
+                          float_tolerance=float_tolerance)
                  if plan.needs_judge else None)
     raw = pool.run(job, float(run_seconds), limits, judge=judge_job)
-    frames = parse_frames(raw.result, nonce)
-    judge_frames = parse_frames(raw.judge_result, judge_nonce)
+    frames = read_frames(raw.result, nonce)
+    judge_frames = read_frames(raw.judge_result, judge_nonce)
     capped = limits.max_result_bytes if len(raw.result) >= limits.max_result_bytes else None
     # The frames hold copies of what the values need: the raw channel bytes (up to
     # max_result_bytes per run) need not stay alive while this run waits for the values budget.

@@ -39,7 +39,7 @@ from fractions import Fraction
 from typing import Any
 
 from agentenv.choices import Equality
-from agentenv.sandbox._stdvalues import loaded
+from agentenv.sandbox.contract import loaded
 
 __all__ = [
     "COMPUTE_INT_BITS",

@@ -406,7 +406,7 @@ def _row_failed(sub: _Submission, exc: BaseException) -> RunResult:
 def _default_workers() -> int:
     # As many rows in flight as the sandbox pool runs at once: a looping or sleeping completion
     # holds one worker, not the batch.
-    from agentenv.sandbox._pool import default_size
+    from agentenv.sandbox.contract import default_size
 
     return default_size()
 

@@ -18,6 +18,9 @@ mechanism:
   folder clean-up (``_cleanup``);
 - on the trusted side: the pool (``_pool``), isolation levels and how a worker is launched
   (``_isolation``), resource limits (``_limits``) and cgroups (``_cgroup``).
+
+The rest of agentenv reaches the sandbox through :mod:`agentenv.sandbox.contract` (typed jobs
+in, raw runs and frames out) and this package's exports, never through a private module.
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ from agentenv.errors import ConfigError, IsolationUnavailable, SandboxError
 from agentenv.log import get_logger
 from agentenv.sandbox import _cgroup, _cleanup, _framing, _isolation
 from agentenv.sandbox._cleanup import remove_tree
+from agentenv.sandbox._jobs import Job, JudgeJob
 from agentenv.sandbox._limits import Limits, scrubbed_env
 from agentenv.sandbox._wire import unpack_message
 
@@ -89,8 +90,8 @@ class Pool(Protocol):
     @property
     def closed(self) -> bool: ...
 
-    def run(self, job: dict[str, Any], timeout: float, limits: Limits,
-            judge: dict[str, Any] | None = None) -> RawRun: ...
+    def run(self, job: Job, timeout: float, limits: Limits,
+            judge: JudgeJob | None = None) -> RawRun: ...
 
     def close(self) -> None: ...
 
@@ -282,8 +283,8 @@ class _WorkerHandle:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def run(self, job: dict[str, Any], timeout: float, limits: Limits,
-            judge: dict[str, Any] | None = None) -> RawRun:
+    def run(self, job: Job, timeout: float, limits: Limits,
+            judge: JudgeJob | None = None) -> RawRun:
         """Send one job (with this worker's work dir and child environment) and await the reply.
 
         ``judge`` is the judge process's job, sent as a payload of its own: the worker hands it
@@ -488,8 +489,8 @@ class SandboxPool:
     def closed(self) -> bool:
         return self._closed
 
-    def run(self, job: dict[str, Any], timeout: float, limits: Limits,
-            judge: dict[str, Any] | None = None) -> RawRun:
+    def run(self, job: Job, timeout: float, limits: Limits,
+            judge: JudgeJob | None = None) -> RawRun:
         """Run one job (and its judge's, if any) on some worker; retry once if the worker dies."""
         if self._closed:
             raise SandboxError("this sandbox pool is closed; create a new SandboxPool")

@@ -28,6 +28,7 @@ from typing import Any
 from agentenv.choices import IsolationLevel
 from agentenv.errors import ConfigError, MissingDependency, SandboxError
 from agentenv.log import get_logger
+from agentenv.sandbox._jobs import Job
 from agentenv.sandbox._limits import Limits
 from agentenv.sandbox._pool import RawRun
 
@@ -58,7 +59,7 @@ class NodeSandbox:
     def info(self) -> dict[str, Any]:
         return {"level": self.pool.level, "size": self.pool.size, "pid": os.getpid()}
 
-    def run(self, job: dict[str, Any], timeout: float, limits: Limits,
+    def run(self, job: Job, timeout: float, limits: Limits,
             options: dict[str, Any]) -> RawRun:
         return self.pool.run(job, timeout, limits, **options)
 
