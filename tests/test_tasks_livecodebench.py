@@ -99,14 +99,14 @@ def test_stdin_tests_become_stdio_cases_of_a_whole_program(tasks: dict[str, Task
     """AtCoder/Codeforces tests are StdioCase checks and the entry point is the program itself."""
     task = tasks["abc370_b"]
     assert task.entry_point == STDIO_ENTRY_POINT and task.is_stdio
-    assert task.visible_checks == (StdioCase("3\n4 1 7\n", "6\n"),)
+    assert task.visible_checks == (StdioCase("3\n4 1 7\n", "6\n", "livecodebench"),)
     assert "standard input" in task.prompt
 
 
 def test_public_tests_are_visible_and_private_tests_are_hidden(tasks: dict[str, Task]) -> None:
     """Public tests are visible_checks; hidden checks are the private ones plus the public, as LCB grades."""
     task = tasks["1850A"]
-    private = [StdioCase("1\n-7 6\n", "-42\n"), StdioCase("3\n0 9\n1 1\n100000 100000\n", "0\n1\n10000000000\n")]
+    private = [StdioCase("1\n-7 6\n", "-42\n", "livecodebench"), StdioCase("3\n0 9\n1 1\n100000 100000\n", "0\n1\n10000000000\n", "livecodebench")]
     assert list(task.checks) == [*private, *task.visible_checks]
     (only_private,) = [t for t in load_tasks("livecodebench", path=SAMPLE, hidden_includes_public=False)
                        if t.metadata["question_id"] == "1850A"]

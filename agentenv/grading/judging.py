@@ -344,7 +344,7 @@ def _judge_stdio(cp: CheckPlan, frame: Mapping[str, Any] | None, float_tolerance
         return _failure(cp, "exception", str(frame.get(schema.MESSAGE, "")))
     if frame.get(schema.KIND):
         return _failure(cp, _kind(frame[schema.KIND]), str(frame.get(schema.MESSAGE, "")))
-    why = compare_stdout(out, cp.check.expected_stdout, float_tolerance)
+    why = compare_stdout(out, cp.check.expected_stdout, float_tolerance, cp.check.compare)
     if why is None:
         return None
     return _failure(cp, "assertion", f"{why}; expected stdout {_clip(cp.check.expected_stdout)!r}, "

@@ -17,7 +17,9 @@ Mapping, one task per problem, named ``livecodebench/<question_id>``:
   function). When an expected value holds a float, ``float_tolerance`` is 1e-5, the
   tolerance LeetCode states for such problems;
 - stdin tests become :class:`StdioCase` and the entry point is the program itself
-  (:data:`~agentenv.tasks.jsonl.STDIO_ENTRY_POINT`);
+  (:data:`~agentenv.tasks.jsonl.STDIO_ENTRY_POINT`); their output is compared by LiveCodeBench's
+  own rule (``compare="livecodebench"``: stripped lines equal as text or as ``Decimal`` tokens,
+  read from its grader's ``grade_stdio``; see :mod:`agentenv.grading.stdout`);
 - public tests are the ``visible_checks``; the hidden ``checks`` are the private tests and,
   as LiveCodeBench's own grader runs both, the public ones too (``hidden_includes_public``);
 - ``metadata["release_date"]`` is the contest date (ISO ``YYYY-MM-DD``), so
@@ -52,6 +54,7 @@ import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from agentenv.choices import StdoutRule
 from agentenv.errors import ConfigError, DatasetUnavailable, TaskFormatError
 from agentenv.settings import DATASET_PATH_VARS
 from agentenv.tasks.filters import normalize_difficulty
@@ -251,7 +254,8 @@ class _Converter:
         for i, test in enumerate(tests):
             kind = str(test.get("testtype", "functional" if self.fn_name else "stdin")).lower()
             if kind == "stdin":
-                checks.append(StdioCase(stdin=test["input"], expected_stdout=test["output"]))
+                checks.append(StdioCase(stdin=test["input"], expected_stdout=test["output"],
+                                         compare=StdoutRule.LIVECODEBENCH))
             elif kind == "functional":
                 checks.append(self._functional(test, i, field))
             else:
