@@ -190,6 +190,10 @@ class PlainRun:
     timed_out: bool
 
 
+# A judge's environment: stdout block-buffered into its pipe (no PYTHONUNBUFFERED from a CI runner).
+_PLAIN_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+
+
 @lru_cache(maxsize=4096)
 def plain_run(code: str, stdin: str, timeout: float) -> PlainRun:
     """``python3 solution.py < input`` in a fresh directory; the same run for every layout."""
@@ -201,7 +205,7 @@ def plain_run(code: str, stdin: str, timeout: float) -> PlainRun:
         with open(stdin_path, "rb") as handle:
             try:
                 proc = subprocess.run([sys.executable, path], stdin=handle, capture_output=True,
-                                      cwd=tmp, timeout=timeout * 3)
+                                      cwd=tmp, timeout=timeout * 3, env=_PLAIN_ENV)
             except subprocess.TimeoutExpired:
                 return PlainRun("", crashed=False, timed_out=True)
     crashed = proc.returncode < 0 or (proc.returncode != 0
