@@ -274,3 +274,15 @@ def test_offline_without_a_local_copy_fails_fast_saying_how_to_supply_one(unreac
     # fast: the reachability probe refused it, before any download and its retries
     assert "not reachable from here" in str(info.value), info.value
     assert "path=" in str(info.value) and lcb.ENV_VAR in str(info.value)
+
+
+def test_stdin_tasks_state_livecodebench_time_limit_and_comparison() -> None:
+    from agentenv.tasks.livecodebench import TIME_LIMIT, task_from_record
+
+    row = {"question_id": "abc1", "question_title": "t", "question_content": "Add.", "platform": "atcoder",
+           "contest_id": "abc", "contest_date": "2024-09-01T00:00:00", "starter_code": "", "difficulty": "easy",
+           "metadata": "{}", "public_test_cases": '[{"input": "1 2\\n", "output": "3\\n", "testtype": "stdin"}]',
+           "private_test_cases": "[]"}
+    task = task_from_record(row)
+    assert task.time_limit == TIME_LIMIT == 6.0
+    assert {c.compare for c in task.checks} == {"livecodebench"}  # type: ignore[union-attr]

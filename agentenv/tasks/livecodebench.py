@@ -19,7 +19,8 @@ Mapping, one task per problem, named ``livecodebench/<question_id>``:
 - stdin tests become :class:`StdioCase` and the entry point is the program itself
   (:data:`~agentenv.tasks.jsonl.STDIO_ENTRY_POINT`); their output is compared by LiveCodeBench's
   own rule (``compare="livecodebench"``: stripped lines equal as text or as ``Decimal`` tokens,
-  read from its grader's ``grade_stdio``; see :mod:`agentenv.grading.stdout`);
+  read from its grader's ``grade_stdio``; see :mod:`agentenv.grading.stdout`), and each test
+  gets LiveCodeBench's 6 s (``time_limit``, where longer than the environment's timeout);
 - public tests are the ``visible_checks``; the hidden ``checks`` are the private tests and,
   as LiveCodeBench's own grader runs both, the public ones too (``hidden_includes_public``);
 - ``metadata["release_date"]`` is the contest date (ISO ``YYYY-MM-DD``), so
@@ -62,6 +63,9 @@ from agentenv.tasks.hub import Row, download_hub_files, local_copy_hint, local_s
 from agentenv.tasks.jsonl import STDIO_ENTRY_POINT
 from agentenv.tasks.schema import Check, StdioCase, Task
 
+# Seconds per test LiveCodeBench's grader gives a program (``run_test(..., timeout=6)``).
+TIME_LIMIT = 6.0
+
 # The modules LiveCodeBench's grader (lcb_runner/evaluation/testing_util.py) star-imports and
 # imports by name ahead of every solution, in its order; then it raises the recursion limit.
 _STAR_IMPORTS = ("string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math",
@@ -79,6 +83,7 @@ __all__ = [
     "HUB_REPO",
     "MAX_DECODED_BYTES",
     "PRELUDE",
+    "TIME_LIMIT",
     "coding_prompt",
     "contains_float",
     "decode_test_cases",
@@ -379,6 +384,7 @@ def task_from_record(record: Mapping[str, Any], *, where: str = "<record>",
         source="livecodebench",
         float_tolerance=FLOAT_TOLERANCE if convert.floats else None,
         prelude=PRELUDE,
+        time_limit=None if functional else TIME_LIMIT,
         metadata=metadata,
     )
 
