@@ -31,13 +31,13 @@ from fidelity.program_harness import (
 
 def _check(outcomes: list[Outcome]) -> None:
     known = known_disagreements()
-    idents = {o.program.ident for o in outcomes}
+    sizes = {o.program.ident: len(o.plain) for o in outcomes}
     false_passes = [f"{o.program.ident} test {i}" for o in outcomes for i in o.false_passes]
     assert not false_passes, "agentenv passes tests the benchmark's judge fails: " + ", ".join(false_passes)
     dishonest = [o.program.ident for o in outcomes if not o.program.wrong and not all(o.plain)]
     assert not dishonest, f"honest programs the judge fails (the corpus is wrong): {dishonest}"
     found = {k for o in outcomes for k in disagreement_keys(o)}
-    expected = {k for k in known if k.split(" ")[0] in idents}
+    expected = {k for k in known if int(k.split(" ")[1]) < sizes.get(k.split(" ")[0], 0)}
     new = sorted(found - expected)
     detail = ["; ".join(o.messages)[:300] for o in outcomes if disagreement_keys(o) & set(new)]
     assert not new, f"disagreements not in programs_known.txt: {new}\n" + "\n".join(detail)
@@ -67,7 +67,8 @@ def test_the_corpus_covers_every_layout_with_many_styles() -> None:
     assert len(honest) >= 25 and len(wrong) >= 15
     assert len(corpus) >= 60 * 3
     fast = fast_programs()
-    assert {p.layout for p in fast} == set(LAYOUTS) and len({p.name for p in fast}) == len(honest | wrong) + 1
+    assert {p.layout for p in fast} == set(LAYOUTS)
+    assert {p.name for p in fast} == {p.name for p in corpus if not p.requires} | {"hang_on_zero"}
 
 
 def test_each_reference_comparison_refuses_and_accepts() -> None:

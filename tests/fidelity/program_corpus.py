@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 LAYOUTS = ("jsonl", "apps", "livecodebench", "code_contests")
 
@@ -102,6 +102,31 @@ GUARD = _problem("exit_early", lambda r: f"{r.choice([0, 0, 3, 7])}\n",
                  lambda t: "0\n" if int(t) == 0 else f"{int(t) * (int(t) + 1) // 2}\n", 5, fixed=("0\n", "4\n"))
 
 HUGE = Problem("huge_double", (("9007199254740992\n", "9007199254740992\n"), ("5\n", "5\n")))
+
+def _pairs_input(rng: random.Random) -> str:
+    n = rng.randint(1, 6)
+    text = f"{n}\n" + "".join(f"{rng.randint(-99, 99)} {rng.randint(-99, 99)}\n" for _ in range(n))
+    return text if rng.random() < 0.5 else text.rstrip("\n")  # datasets often lack the final newline
+
+
+PAIRS = _problem("pairs", _pairs_input,
+                 lambda t: "".join(f"{int(a) + int(b)}\n" for a, b in (line.split() for line in t.split("\n")[1:] if line)),
+                 5, fixed=("1\n2 3", "2\n-1 1\n5 5\n"))
+
+
+def _fib(n: int) -> int:
+    a, b = 0, 1
+    for _ in range(n):
+        a, b = b, (a + b) % 1_000_000_007
+    return a
+
+
+def _fib_input(rng: random.Random) -> str:
+    return f"{rng.randint(1000, 3000)}\n"
+
+
+FIB_MOD = _problem("fib_mod", _fib_input, lambda t: f"{_fib(int(t))}\n", 3, fixed=("1\n",))
+
 
 # ------------------------------------------------------------------ styles
 
@@ -369,6 +394,20 @@ t = threading.Thread(target=main)
 t.start()
 t.join()
 """,
+    "path_depth_plain_recursion": """
+import sys
+sys.setrecursionlimit(10 ** 6)
+data = sys.stdin.buffer.read().split()
+n = int(data[0])
+nxt = [0] * (n + 2)
+for i in range(n - 1):
+    nxt[int(data[1 + 2 * i])] = int(data[2 + 2 * i])
+
+def depth(v):
+    return 0 if nxt[v] == 0 else 1 + depth(nxt[v])
+
+print(depth(1))
+""",
     "path_depth_iterative": """
 import sys
 from collections import deque
@@ -426,6 +465,33 @@ GUARD_WRONG = {
                                        "an exception after the right output"),
 }
 
+PAIRS_STYLES = {
+    "pairs_open0": "lines = open(0).read().split('\\n')\nn = int(lines[0])\nfor i in range(1, n + 1):\n    a, b = map(int, lines[i].split())\n    print(a + b)\n",
+    "pairs_for_line_in_stdin": "import sys\nnext(sys.stdin)\nfor line in sys.stdin:\n    if line.strip():\n        print(sum(map(int, line.split())))\n",
+    "pairs_from_sys_import_stdin": "from sys import stdin, stdout\nn = int(stdin.readline())\nfor _ in range(n):\n    a, b = map(int, stdin.readline().split())\n    stdout.write(f'{a + b}\\n')\n",
+    "pairs_no_final_newline": "n = int(input())\nres = [sum(map(int, input().split())) for _ in range(n)]\nprint('\\n'.join(map(str, res)), end='')\n",
+    "pairs_stringio_buffer": "import io, sys\nbuf = io.StringIO()\nn = int(sys.stdin.readline())\nfor _ in range(n):\n    print(sum(map(int, sys.stdin.readline().split())), file=buf)\nsys.stdout.write(buf.getvalue())\n",
+    "pairs_atexit_flush": "import atexit, io, os, sys\n_out = io.BytesIO()\natexit.register(lambda: os.write(1, _out.getvalue()))\ndata = sys.stdin.buffer.read().split()\nn = int(data[0])\nfor i in range(n):\n    _out.write(b'%d\\n' % (int(data[1 + 2 * i]) + int(data[2 + 2 * i])))\n",
+    "pairs_replace_stdout": "import sys, io\nreal = sys.stdout\nsys.stdout = io.StringIO()\nn = int(input())\nfor _ in range(n):\n    print(sum(map(int, input().split())))\nreal.write(sys.stdout.getvalue())\n",
+    "pairs_map_lambda_input": "I = lambda: map(int, input().split())\nn, = I()\nfor _ in range(n):\n    a, b = I()\n    print(a + b)\n",
+    "pairs_open0_iter": "it = iter(open(0).read().split())\nn = int(next(it))\nprint(*(int(next(it)) + int(next(it)) for _ in range(n)), sep='\\n')\n",
+    "pairs_tab_separated_output_line": "n = int(input())\nprint(*[sum(map(int, input().split())) for _ in range(n)], sep='\\n')\n",
+}
+PAIRS_WRONG = {
+    "pairs_reads_past_eof": ("n = int(input())\nfor _ in range(n):\n    print(sum(map(int, input().split())))\ninput()\n",
+                             "reads a line past the input (EOFError after the right output)"),
+    "pairs_prints_inputs_sum": ("import sys\nprint(sum(map(int, sys.stdin.read().split()[1:])))\n", "one total, not one sum per line"),
+}
+
+FIB_STYLES = {
+    "fib_mod_lru_cache": "import sys\nfrom functools import lru_cache\nsys.setrecursionlimit(10000)\n@lru_cache(maxsize=None)\ndef f(n):\n    return n if n < 2 else (f(n - 1) + f(n - 2)) % 1_000_000_007\nprint(f(int(input())))\n",
+    "fib_mod_memo_dict": "import sys\nsys.setrecursionlimit(10 ** 6)\nmemo = {0: 0, 1: 1}\ndef f(n):\n    if n not in memo:\n        memo[n] = (f(n - 1) + f(n - 2)) % 1_000_000_007\n    return memo[n]\nprint(f(int(input())))\n",
+    "fib_mod_loop": "n = int(input())\na, b = 0, 1\nfor _ in range(n):\n    a, b = b, (a + b) % (10 ** 9 + 7)\nprint(a)\n",
+}
+FIB_WRONG = {
+    "fib_mod_no_modulus": ("n = int(input())\na, b = 0, 1\nfor _ in range(n):\n    a, b = b, a + b\nprint(a)\n", "forgets the modulus"),
+}
+
 NUMPY_STYLES = {
     "sums_numpy": """
 import sys
@@ -479,6 +545,8 @@ def programs() -> list[Program]:
         out += _programs(layout, GUARD, GUARD_STYLES, wrong=GUARD_WRONG)
         out += _programs(layout, SQUARES, SQUARES_STYLES)
         out += _programs(layout, HUGE, {}, wrong=HUGE_WRONG)
+        out += _programs(layout, PAIRS, PAIRS_STYLES, wrong=PAIRS_WRONG)
+        out += _programs(layout, FIB_MOD, FIB_STYLES, wrong=FIB_WRONG)
     return out
 
 
@@ -487,9 +555,22 @@ def timeout_programs(layouts: tuple[str, ...] = LAYOUTS) -> list[Program]:
     return [p for layout in layouts for p in _programs(layout, SQUARES, {}, wrong=_squares_wrong(), timeout=1.0)]
 
 
+HANG = Problem("hang_on_one", (("1\n", "1\n"), ("0\n", "0\n")))
+
+
 def fast_programs() -> list[Program]:
-    """One layout per program, in turn (each program once), and one program that times out:
-    the corpus's every style and every layout, in a fraction of the time."""
+    """One layout per program, in turn (each program once), with its problem's first 3 tests
+    (all 25 for the many-tests problem), numpy left out (importing it costs a second a test),
+    and a short program that times out on one test of two: the corpus's styles and layouts in
+    a fraction of the time."""
     names = sorted({p.name for p in programs()})
     turn = {name: LAYOUTS[i % len(LAYOUTS)] for i, name in enumerate(names)}
-    return [p for p in programs() if turn[p.name] == p.layout] + timeout_programs(("jsonl",))
+    hang = Program("jsonl", "hang_on_zero", HANG, "n = int(input())\nwhile n == 0:\n    pass\nprint(n)\n",
+                   wrong="never ends on one test", timeout=0.5)
+    chosen = [p for p in programs() if turn[p.name] == p.layout and not p.requires]
+    return [_first_tests(p, 25 if p.problem is SQUARES else 3) for p in chosen] + [hang]
+
+
+def _first_tests(program: Program, count: int) -> Program:
+    problem = program.problem
+    return replace(program, problem=replace(problem, tests=problem.tests[:count]))
