@@ -28,6 +28,7 @@ __all__ = [
     "Outcome",
     "PolicyKind",
     "ScaleRewards",
+    "StdoutRule",
     "StepReward",
     "StopReason",
     "StopWhen",
@@ -85,6 +86,16 @@ class Equality(StrEnum):
 
     PYTHON = "python"
     STRICT = "strict"
+
+
+class StdoutRule(StrEnum):
+    """How a stdio case's output is compared (see :mod:`agentenv.grading.stdout`): agentenv's own
+    rule, or the rule of the benchmark a task was loaded from."""
+
+    TOKENS = "tokens"
+    LIVECODEBENCH = "livecodebench"
+    APPS = "apps"
+    CODE_CONTESTS = "code_contests"
 
 
 class IsolationLevel(StrEnum):

@@ -75,3 +75,79 @@ def test_a_run_honours_the_tasks_float_tolerance_on_stdout() -> None:
     assert run_tests(code, [case], 5, float_tolerance=1e-6).passed == 1
     wrong = run_tests("print(3.15)\n", [case], 5, float_tolerance=1e-6)
     assert wrong.passed == 0 and "token 1" in wrong.failures[0].message
+
+
+# Each benchmark's own rule, read from its grader (the README cites the files): what the grader
+# accepts and refuses for honest output, and, for the graders' lenient fallbacks, what we refuse.
+RULE_ACCEPTED = [
+    ("livecodebench", "3.0\n", "3\n"),                   # a line of Decimal tokens
+    ("livecodebench", "  1   2 \n", "1 2\n"),            # stripped lines, numbers
+    ("livecodebench", "\n\nYES\n\n", "YES"),              # the whole output is stripped
+    ("livecodebench", "1_000\n", "1000\n"),               # Decimal reads it so
+    ("apps", "0.3333333333\n", "0.333333\n"),            # numpy.allclose: rtol 1e-5
+    ("apps", "1\n\n2\n", "1\n2\n"),                       # empty lines dropped
+    ("apps", "YES 3.0\n", "YES 3\n"),
+    ("code_contests", "yes\n", "YES\n"),                   # case-insensitive
+    ("code_contests", "1 2\n", "1\n2\n"),                  # line breaks are whitespace
+    ("code_contests", "0.1000001\n", "0.1\n"),            # within 1e-5 absolute
+    ("tokens", "YES 3.0\n", "YES 3\n"),
+]
+RULE_REFUSED = [
+    ("livecodebench", "YES 3.0\n", "YES 3\n", "not all numbers"),  # a line with a word: text
+    ("livecodebench", "a  b\n", "a b\n", "compared as text"),
+    ("livecodebench", "1\n\n2\n", "1\n2\n", "lines"),
+    ("livecodebench", "0.3333333\n", "0.333333\n", "token 1"),     # no tolerance
+    ("livecodebench", "NaN\n", "nan\n", "token 1"),                # both Decimal NaN: never equal
+    ("apps", "2\n1\n", "1\n2\n", "line 1"),            # APPS's set fallback would accept: not copied
+    ("apps", "1 2 2\n", "2 1\n", "token 1"),          # token sets: not copied
+    ("apps", "0.333\n", "0.333333\n", "token 1"),     # rounding to 3 decimals: not copied
+    ("apps", "yes\n", "YES\n", "token 1"),
+    ("code_contests", "9007199254740993\n", "9007199254740992\n", "token 1"),  # no doubles for integers
+    ("code_contests", "0.10001\n", "0.1\n", "token 1"),
+    ("code_contests", "1 2\n", "2 1\n", "token 1"),
+    ("code_contests", "1\n", "1 1\n", "tokens"),
+]
+
+
+@pytest.mark.parametrize(("rule", "out", "expected"), RULE_ACCEPTED)
+def test_each_benchmarks_rule_accepts_what_its_grader_accepts(rule: str, out: str, expected: str) -> None:
+    assert compare_stdout(out, expected, rule=rule) is None
+
+
+@pytest.mark.parametrize(("rule", "out", "expected", "where"), RULE_REFUSED)
+def test_each_benchmarks_rule_refuses_naming_the_rule_and_the_first_difference(
+        rule: str, out: str, expected: str, where: str) -> None:
+    why = compare_stdout(out, expected, rule=rule)
+    assert why is not None and where in why
+    name = {"livecodebench": "LiveCodeBench's rule", "apps": "APPS's rule",
+            "code_contests": "CodeContests' rule"}[rule]
+    assert name in why
+
+
+def test_a_refusal_shows_the_differing_tokens() -> None:
+    why = compare_stdout("1 2 3\n4 5 7\n", "1 2 3\n4 5 6\n", rule="apps")
+    assert why is not None and "line 2, token 3: expected '6', got '7'" in why
+
+
+def test_an_unknown_rule_is_refused_at_load() -> None:
+    from agentenv.errors import ConfigError
+
+    with pytest.raises(ConfigError):
+        StdioCase("", "", compare="sets")
+
+
+@pytest.mark.parametrize("rule", ["tokens", "livecodebench", "apps", "code_contests"])
+def test_run_tests_honours_each_cases_rule(rule: str) -> None:
+    code = "print('yes'); print(0.1000001)"
+    result = run_tests(code, [StdioCase("", "YES\n0.1\n", rule)], timeout=5)
+    assert result.passed == (1 if rule == "code_contests" else 0)
+    if rule != "code_contests":
+        assert "token 1: expected 'YES', got 'yes'" in result.failures[0].message
+
+
+def test_a_cases_rule_survives_its_dict_form() -> None:
+    from agentenv.tasks.schema import check_from_dict, check_to_dict
+
+    case = StdioCase("1\n", "1\n", "apps")
+    assert check_from_dict(check_to_dict(case)) == case
+    assert "compare" not in check_to_dict(StdioCase("1\n", "1\n"))

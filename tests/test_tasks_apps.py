@@ -44,13 +44,13 @@ def test_stdio_problems_become_stdio_cases(tasks: dict[str, Task]) -> None:
     """Without fn_name each input/output pair is a StdioCase and the entry point is the program."""
     task = tasks["apps/0"]
     assert task.entry_point == STDIO_ENTRY_POINT
-    assert task.checks == (StdioCase("3\n1 2 3\n", "6\n"), StdioCase("1\n-5\n", "-5\n"))
+    assert task.checks == (StdioCase("3\n1 2 3\n", "6\n", "apps"), StdioCase("1\n-5\n", "-5\n", "apps"))
     assert task.visible_checks == task.checks[:1]
 
 
 def test_inputs_stored_as_lists_of_lines_are_joined(tasks: dict[str, Task]) -> None:
     """TACO's list-of-lines inputs and outputs are joined with newlines."""
-    assert tasks["apps/3"].checks[0] == StdioCase("2\n3", "6\n5")
+    assert tasks["apps/3"].checks[0] == StdioCase("2\n3", "6\n5", "apps")
 
 
 def test_call_based_outputs_wrapped_in_one_element_lists_are_unwrapped(tasks: dict[str, Task]) -> None:
@@ -128,10 +128,10 @@ def test_float_answers_get_a_tolerance(tasks: dict[str, Task]) -> None:
 def test_code_contests_public_tests_are_visible_and_generated_ones_opt_in(tasks: dict[str, Task]) -> None:
     """Public tests are visible and hidden; generated tests join only with include_generated=True."""
     task = tasks["code_contests/1234_A. Tiny Sum"]
-    assert task.visible_checks == (StdioCase("1 2\n", "3\n"),)
+    assert task.visible_checks == (StdioCase("1 2\n", "3\n", "code_contests"),)
     assert len(task.checks) == 3
     with_generated = {t.name: t for t in load_tasks("apps", path=SAMPLE, include_generated=True)}
-    assert with_generated[task.name].checks[-1] == StdioCase("5 5\n", "10\n")
+    assert with_generated[task.name].checks[-1] == StdioCase("5 5\n", "10\n", "code_contests")
 
 
 def test_visible_and_max_checks_options(tasks: dict[str, Task]) -> None:

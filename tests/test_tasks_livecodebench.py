@@ -99,14 +99,14 @@ def test_stdin_tests_become_stdio_cases_of_a_whole_program(tasks: dict[str, Task
     """AtCoder/Codeforces tests are StdioCase checks and the entry point is the program itself."""
     task = tasks["abc370_b"]
     assert task.entry_point == STDIO_ENTRY_POINT and task.is_stdio
-    assert task.visible_checks == (StdioCase("3\n4 1 7\n", "6\n"),)
+    assert task.visible_checks == (StdioCase("3\n4 1 7\n", "6\n", "livecodebench"),)
     assert "standard input" in task.prompt
 
 
 def test_public_tests_are_visible_and_private_tests_are_hidden(tasks: dict[str, Task]) -> None:
     """Public tests are visible_checks; hidden checks are the private ones plus the public, as LCB grades."""
     task = tasks["1850A"]
-    private = [StdioCase("1\n-7 6\n", "-42\n"), StdioCase("3\n0 9\n1 1\n100000 100000\n", "0\n1\n10000000000\n")]
+    private = [StdioCase("1\n-7 6\n", "-42\n", "livecodebench"), StdioCase("3\n0 9\n1 1\n100000 100000\n", "0\n1\n10000000000\n", "livecodebench")]
     assert list(task.checks) == [*private, *task.visible_checks]
     (only_private,) = [t for t in load_tasks("livecodebench", path=SAMPLE, hidden_includes_public=False)
                        if t.metadata["question_id"] == "1850A"]
@@ -274,3 +274,15 @@ def test_offline_without_a_local_copy_fails_fast_saying_how_to_supply_one(unreac
     # fast: the reachability probe refused it, before any download and its retries
     assert "not reachable from here" in str(info.value), info.value
     assert "path=" in str(info.value) and lcb.ENV_VAR in str(info.value)
+
+
+def test_stdin_tasks_state_livecodebench_time_limit_and_comparison() -> None:
+    from agentenv.tasks.livecodebench import TIME_LIMIT, task_from_record
+
+    row = {"question_id": "abc1", "question_title": "t", "question_content": "Add.", "platform": "atcoder",
+           "contest_id": "abc", "contest_date": "2024-09-01T00:00:00", "starter_code": "", "difficulty": "easy",
+           "metadata": "{}", "public_test_cases": '[{"input": "1 2\\n", "output": "3\\n", "testtype": "stdin"}]',
+           "private_test_cases": "[]"}
+    task = task_from_record(row)
+    assert task.time_limit == TIME_LIMIT == 6.0
+    assert {c.compare for c in task.checks} == {"livecodebench"}  # type: ignore[union-attr]

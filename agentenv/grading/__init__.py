@@ -41,8 +41,10 @@ The child computes; it never decides. A check is graded in one of three ways, an
   goes to the judge process.
 - **stdio** (:class:`~agentenv.tasks.schema.StdioCase`): the child runs the candidate as a
   program with the case's stdin and returns what it wrote to stdout; the expected output never
-  leaves this process; :mod:`agentenv.grading.stdout` compares it (exact text after
-  normalising, else line by line and token by token, numbers as numbers).
+  leaves this process; :mod:`agentenv.grading.stdout` compares it by the case's rule
+  (``StdioCase.compare``: agentenv's tokens, or the rule of the benchmark it was loaded from).
+  A program that ends with SystemExit (any status) is graded on its output; one that raised
+  fails the test as a runtime error.
 - **judge** (``mode == "judge"``): anything else (several statements, loops, helper functions,
   comprehensions, names from the setup code). The check program and the setup code run in a
   judge process (:mod:`agentenv.sandbox._judge`), sandboxed like the candidate's but forked

@@ -377,8 +377,12 @@ def _judge_stdio(cp: CheckPlan, frame: Mapping[str, Any] | None, float_tolerance
     if frame.get(schema.KIND) == schema.OVER_BUDGET:
         return _failure(cp, "exception", str(frame.get(schema.MESSAGE, "")))
     if frame.get(schema.KIND):
-        return _failure(cp, _kind(frame[schema.KIND]), str(frame.get(schema.MESSAGE, "")))
-    why = compare_stdout(out, cp.check.expected_stdout, float_tolerance)
+        kind, message = _kind(frame[schema.KIND]), str(frame.get(schema.MESSAGE, ""))
+        if kind != "syntax":  # raised while running: a runtime error, as APPS's and LiveCodeBench's graders say
+            message = (f"the program raised {message or 'an exception'}: a runtime error fails the test "
+                       f"whatever it printed (exit() and sys.exit(n) end a program normally)")
+        return _failure(cp, kind, message)
+    why = compare_stdout(out, cp.check.expected_stdout, float_tolerance, cp.check.compare)
     if why is None:
         return None
     return _failure(cp, "assertion", f"{why}; expected stdout {_clip(cp.check.expected_stdout)!r}, "

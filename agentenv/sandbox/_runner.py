@@ -359,6 +359,17 @@ class _Quitter:
         raise SystemExit(code)
 
 
+def _exit_message(exc: SystemExit) -> None:
+    """What the interpreter writes for ``sys.exit(value)`` when ``value`` is not a status (an
+    int or None): the value, on stderr. The program ended normally either way: its output is
+    graded whatever the status, as APPS's and LiveCodeBench's graders catch SystemExit."""
+    with contextlib.suppress(BaseException):
+        code = exc.code
+        if code is not None and not isinstance(code, int):
+            sys.stderr.write(str(code) + "\n")
+            sys.stderr.flush()
+
+
 PROGRAM_FILE = "solution.py"  # what ``__file__`` and ``sys.argv[0]`` name, in the run's work dir
 
 
@@ -474,8 +485,8 @@ def _run_stdio(index: int, code: str, stdin: str, chan: _Channel, prelude: str =
                 _exec(_compile(prelude, "<prelude>", "exec", dont_inherit=True), program_ns)
             compiled = _compile(code, "<solution>", "exec", dont_inherit=True)
             _exec(compiled, program_ns)
-        except SystemExit:
-            pass
+        except SystemExit as exc:
+            _exit_message(exc)
         except BaseException as exc:
             status = (_kind(exc) + "\n" + _message(exc)).encode("utf-8", "replace")
         _end_program(program_ns)

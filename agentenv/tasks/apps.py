@@ -10,7 +10,12 @@ Mapping, one task per problem, named ``apps/<problem_id>`` (``apps/<split>/<prob
 the split is known) or ``code_contests/<name>``:
 
 - without ``fn_name`` every test is a :class:`StdioCase` (inputs or outputs stored as lists of
-  lines are joined with newlines) and the entry point is the program itself;
+  lines are joined with newlines) and the entry point is the program itself. Output is compared
+  by APPS's rule (``compare="apps"``, from hendrycks/apps ``eval/testing_util.py``: non-empty
+  lines in order, numbers within ``numpy.allclose``), CodeContests' tests by CodeContests' rule
+  (``compare="code_contests"``, from ``execution/tester_sandboxer.cc``: tokens of the whole
+  output, case-insensitive, numbers within 1e-5); neither grader's lenient fallbacks are
+  copied (see :mod:`agentenv.grading.stdout`);
 - with ``fn_name`` every test becomes ``assert <fn_name>(<args>) == <expected>`` (APPS stores
   each input as the list of arguments), or ``Solution().<fn_name>(...)`` when the starter code
   holds ``class Solution``. APPS' grader accepts the output either as stored or as the single
@@ -40,6 +45,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from agentenv.choices import StdoutRule
 from agentenv.errors import ConfigError, TaskFormatError
 from agentenv.log import get_logger
 from agentenv.settings import DATASET_PATH_VARS
@@ -150,7 +156,7 @@ def _first_solution(solutions: Any) -> str | None:
 def _pairs(tests: Any) -> list[Check]:
     if not isinstance(tests, Mapping):
         return []
-    return [StdioCase(join_lines(i), join_lines(o))
+    return [StdioCase(join_lines(i), join_lines(o), compare=StdoutRule.CODE_CONTESTS)
             for i, o in zip(tests.get("input") or [], tests.get("output") or [], strict=False)]
 
 
@@ -200,7 +206,8 @@ def task_from_record(record: Mapping[str, Any], *, where: str = "<record>", inde
         if fn_name:
             tests, floats = _call_checks(str(fn_name), starter_code, inputs, outputs, unwrap_outputs)
         else:
-            tests = [StdioCase(join_lines(i), join_lines(o)) for i, o in zip(inputs, outputs, strict=True)]
+            tests = [StdioCase(join_lines(i), join_lines(o), compare=StdoutRule.APPS)
+                     for i, o in zip(inputs, outputs, strict=True)]
         hidden, shown = tests, tests[:max(visible, 0)]
         raw_difficulty = record.get("difficulty")
         metadata["raw_difficulty"] = raw_difficulty

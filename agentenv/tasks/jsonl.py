@@ -38,6 +38,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentenv.choices import StdoutRule, values
 from agentenv.errors import ConfigError, DatasetUnavailable, TaskFormatError
 from agentenv.tasks.filters import normalize_difficulty
 from agentenv.tasks.hub import Row, load_hub_rows, local_copy_hint, read_rows
@@ -140,7 +141,12 @@ def split_test_code(source: str) -> tuple[list[str], str]:
 def _stdio_case(item: Mapping[str, Any]) -> StdioCase | None:
     for stdin_key, out_key in (("stdin", "expected_stdout"), ("input", "output")):
         if stdin_key in item and out_key in item:
-            return StdioCase(stdin=join_lines(item[stdin_key]), expected_stdout=join_lines(item[out_key]))
+            compare = item.get("compare", StdoutRule.TOKENS)
+            if compare not in values(StdoutRule):
+                raise TaskFormatError(f"a stdio case's compare must be one of "
+                                      f"{', '.join(values(StdoutRule))}, got {compare!r:.40}")
+            return StdioCase(stdin=join_lines(item[stdin_key]), expected_stdout=join_lines(item[out_key]),
+                             compare=compare)
     return None
 
 

@@ -17,7 +17,10 @@ Mapping, one task per problem, named ``livecodebench/<question_id>``:
   function). When an expected value holds a float, ``float_tolerance`` is 1e-5, the
   tolerance LeetCode states for such problems;
 - stdin tests become :class:`StdioCase` and the entry point is the program itself
-  (:data:`~agentenv.tasks.jsonl.STDIO_ENTRY_POINT`);
+  (:data:`~agentenv.tasks.jsonl.STDIO_ENTRY_POINT`); their output is compared by LiveCodeBench's
+  own rule (``compare="livecodebench"``: stripped lines equal as text or as ``Decimal`` tokens,
+  read from its grader's ``grade_stdio``; see :mod:`agentenv.grading.stdout`), and each test
+  gets LiveCodeBench's 6 s (``time_limit``, where longer than the environment's timeout);
 - public tests are the ``visible_checks``; the hidden ``checks`` are the private tests and,
   as LiveCodeBench's own grader runs both, the public ones too (``hidden_includes_public``);
 - ``metadata["release_date"]`` is the contest date (ISO ``YYYY-MM-DD``), so
@@ -52,12 +55,16 @@ import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from agentenv.choices import StdoutRule
 from agentenv.errors import ConfigError, DatasetUnavailable, TaskFormatError
 from agentenv.settings import DATASET_PATH_VARS
 from agentenv.tasks.filters import normalize_difficulty
 from agentenv.tasks.hub import Row, download_hub_files, local_copy_hint, local_source, read_rows
 from agentenv.tasks.jsonl import STDIO_ENTRY_POINT
 from agentenv.tasks.schema import Check, StdioCase, Task
+
+# Seconds per test LiveCodeBench's grader gives a program (``run_test(..., timeout=6)``).
+TIME_LIMIT = 6.0
 
 # The modules LiveCodeBench's grader (lcb_runner/evaluation/testing_util.py) star-imports and
 # imports by name ahead of every solution, in its order; then it raises the recursion limit.
@@ -76,6 +83,7 @@ __all__ = [
     "HUB_REPO",
     "MAX_DECODED_BYTES",
     "PRELUDE",
+    "TIME_LIMIT",
     "coding_prompt",
     "contains_float",
     "decode_test_cases",
@@ -251,7 +259,8 @@ class _Converter:
         for i, test in enumerate(tests):
             kind = str(test.get("testtype", "functional" if self.fn_name else "stdin")).lower()
             if kind == "stdin":
-                checks.append(StdioCase(stdin=test["input"], expected_stdout=test["output"]))
+                checks.append(StdioCase(stdin=test["input"], expected_stdout=test["output"],
+                                         compare=StdoutRule.LIVECODEBENCH))
             elif kind == "functional":
                 checks.append(self._functional(test, i, field))
             else:
@@ -375,6 +384,7 @@ def task_from_record(record: Mapping[str, Any], *, where: str = "<record>",
         source="livecodebench",
         float_tolerance=FLOAT_TOLERANCE if convert.floats else None,
         prelude=PRELUDE,
+        time_limit=None if functional else TIME_LIMIT,
         metadata=metadata,
     )
 

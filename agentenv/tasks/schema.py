@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from agentenv.choices import Difficulty, Equality, values
+from agentenv.choices import Difficulty, Equality, StdoutRule, parse, values
 from agentenv.errors import ConfigError, TaskFormatError
 
 __all__ = ["DIFFICULTIES", "EQUALITIES", "Check", "StdioCase", "Task", "check_from_dict", "check_to_dict",
@@ -33,13 +33,23 @@ EQUALITIES = values(Equality)  # how checks compare values (see agentenv.grading
 
 @dataclass(frozen=True)
 class StdioCase:
-    """A program-level test: run the candidate as a script with ``stdin``, expect ``expected_stdout``."""
+    """A program-level test: run the candidate as a script with ``stdin``, expect ``expected_stdout``.
+
+    ``compare`` names how the output is compared (:class:`~agentenv.choices.StdoutRule`, see
+    :mod:`agentenv.grading.stdout`): agentenv's ``tokens`` unless a loader sets its benchmark's."""
 
     stdin: str
     expected_stdout: str
+    compare: str = StdoutRule.TOKENS
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "compare", str(parse(StdoutRule, self.compare, "compare")))
 
     def to_dict(self) -> dict[str, str]:
-        return {"stdin": self.stdin, "expected_stdout": self.expected_stdout}
+        data = {"stdin": self.stdin, "expected_stdout": self.expected_stdout}
+        if self.compare != StdoutRule.TOKENS:
+            data["compare"] = self.compare
+        return data
 
     def __str__(self) -> str:  # how the case reads in feedback and failure records
         return f"stdin={_clip(self.stdin)!r} -> expected stdout {_clip(self.expected_stdout)!r}"
@@ -97,11 +107,13 @@ def check_from_dict(data: Any, *, task: str | None = None, path: str | None = No
         return data
     if isinstance(data, Mapping) and set(data) >= {"stdin", "expected_stdout"}:
         stdin, out = data["stdin"], data["expected_stdout"]
-        if isinstance(stdin, str) and isinstance(out, str):
-            return StdioCase(stdin=stdin, expected_stdout=out)
+        compare = data.get("compare", StdoutRule.TOKENS)
+        if isinstance(stdin, str) and isinstance(out, str) and compare in values(StdoutRule):
+            return StdioCase(stdin=stdin, expected_stdout=out, compare=compare)
     raise TaskFormatError(
         f"each check must be a string of Python or a table with string 'stdin' and "
-        f"'expected_stdout'; got {data!r:.120}",
+        f"'expected_stdout' (and optionally 'compare', one of {', '.join(values(StdoutRule))}); "
+        f"got {data!r:.120}",
         path=path, task=task, field=field_name,
     )
 
