@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from agentenv.cli import main
-from agentenv.envs.multiturn import EpisodeSnapshot, MultiTurnCodingEnv, SandboxGrader
+from agentenv.envs.multiturn import EpisodeSnapshot, MultiTurnCodingEnv
 from agentenv.errors import ConfigError, EnvStateError
-from agentenv.grading.scoring import Scored
+from agentenv.grading.scoring import SandboxGrader, Scored
 from agentenv.policies import ScriptedPolicy
 from agentenv.report.metrics import run_metrics
 from agentenv.rollout import RolloutConfig, run_rollouts

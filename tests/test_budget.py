@@ -9,8 +9,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from agentenv.envs.budget import MIN_REPLY_TOKENS
 from agentenv.envs.coding import CodingEnv
-from agentenv.envs.multiturn import MIN_REPLY_TOKENS, MultiTurnCodingEnv
+from agentenv.envs.multiturn import MultiTurnCodingEnv
 from agentenv.errors import ConfigError
 from agentenv.policies import OpenAIPolicy, ScriptedPolicy
 from agentenv.rollout.episode import run_episode

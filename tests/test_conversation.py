@@ -19,9 +19,8 @@ from agentenv.envs.conversation import (
     Conversation,
     ConversationState,
 )
-from agentenv.envs.multiturn import SandboxGrader
 from agentenv.errors import ConfigError, EnvStateError
-from agentenv.grading.scoring import Scored
+from agentenv.grading.scoring import SandboxGrader, Scored
 from agentenv.tasks import Task
 from agentenv.tokens import TokenCounter
 

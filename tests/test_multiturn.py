@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from agentenv import MultiTurnCodingEnv
+from agentenv.envs.budget import MIN_REPLY_TOKENS
 from agentenv.envs.conversation import ConversationState
-from agentenv.envs.multiturn import MIN_REPLY_TOKENS, SandboxGrader, redact_secrets, secret_values
 from agentenv.errors import EnvStateError, SandboxError
-from agentenv.grading.scoring import Scored
+from agentenv.grading.redact import redact_secrets, secret_values
+from agentenv.grading.scoring import SandboxGrader, Scored
 from agentenv.policies import ScriptedPolicy, mock_policy
 from agentenv.records import Completion, Trajectory
 from agentenv.tasks import Task

@@ -7,7 +7,7 @@ core with exactly one turn, so every option means the same in both shapes: ``pro
 (the templates, whose ids go into ``env.trajectory``), ``tokenizer`` and ``token_budget``,
 ``feedback_from`` and ``stop_when`` (``"visible"`` runs the visible checks apart and keeps
 ``info`` free of hidden results), ``reward_fn``, ``grader``/``isolation`` and the redaction of
-secrets. Not here: anything of its own; the core lives in ``agentenv.envs.multiturn``.
+secrets. Not here: anything of its own; the core lives in ``agentenv.envs.episode``.
 
 Besides the walk-through's keys (prompt, entry_point, task_name), the observation carries
 ``messages`` (the opening conversation rendered from the same Jinja templates as the multi-turn
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agentenv.choices import Mode
-from agentenv.envs.multiturn import EpisodeCore, StepResult
+from agentenv.envs.episode import EpisodeCore, StepResult
 from agentenv.grading.scoring import Grader
 from agentenv.rewards import RewardFn, dense_reward
 from agentenv.settings import DEFAULT_TIMEOUT
