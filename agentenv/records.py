@@ -2,7 +2,8 @@
 
 These are the JSON-shaped records that environments write, the rollout runner stores one per
 line in ``trajectories.jsonl``, and ``agentenv.credit`` / ``agentenv.report`` read back. They
-round-trip through ``to_dict``/``from_dict``. ``Completion`` is the raw text a policy returns,
+round-trip through ``to_dict``/``from_dict`` (and ``Trajectory.to_json``/``from_json``), by
+:mod:`agentenv.serial`. ``Completion`` is the raw text a policy returns,
 optionally carrying the server's usage numbers and finish reason so they reach the record.
 ``episode_weights`` says how much each record weighs in a run's numbers (a repair tree's
 branches share their root's weight).
@@ -14,9 +15,10 @@ import hashlib
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agentenv import serial
 from agentenv.choices import Outcome as OutcomeKind
 from agentenv.choices import StopReason, values
 from agentenv.grading.result import Failure, RunResult
@@ -149,15 +151,7 @@ class TurnRecord:
     logprobs: tuple[float, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name == "failures":
-                value = [x.to_dict() for x in value]
-            elif isinstance(value, tuple):
-                value = list(value)
-            out[f.name] = value
-        return out
+        return serial.to_data(self)
 
     @classmethod
     def from_result(
@@ -200,15 +194,7 @@ class TurnRecord:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TurnRecord:
-        known = {f.name for f in fields(cls)}
-        kwargs = {k: v for k, v in data.items() if k in known}
-        kwargs["failures"] = tuple(Failure.from_dict(x) for x in data.get("failures", ()))
-        for name in ("newly_passed", "newly_failed", "passed_indices"):
-            kwargs[name] = tuple(data.get(name, ()))
-        for name in ("prompt_token_ids", "completion_token_ids", "logprobs"):
-            if data.get(name) is not None:
-                kwargs[name] = tuple(data[name])
-        return cls(**kwargs)
+        return serial.from_data(dict(data), cls)
 
 
 @dataclass
@@ -308,25 +294,12 @@ class Trajectory:
         return sum(t.action_tokens for t in self.turns)
 
     def to_dict(self) -> dict[str, Any]:
+        """The record as plain data, with what is derived from it (read back, it is ignored):
+        the turn fields the policy never saw (``feedback_from="visible"``), how it ended and
+        its totals."""
         return {
-            "episode_id": self.episode_id,
-            "task_name": self.task_name,
-            "difficulty": self.difficulty,
-            "sample": self.sample,
-            "seed": self.seed,
-            "policy": self.policy,
-            "model": self.model,
-            "mode": self.mode,
-            "max_turns": self.max_turns,
-            "token_budget": self.token_budget,
-            "feedback_from": self.feedback_from,
-            "decided_by": self.decided_by,
-            # turn fields the policy never saw (feedback_from="visible"); derived, not read back
+            **serial.to_data(self),
             "researcher_only": list(RESEARCHER_ONLY) if self.feedback_from == "visible" else [],
-            "template_ids": dict(self.template_ids),
-            "opening": [dict(m) for m in self.opening],
-            "turns": [t.to_dict() for t in self.turns],
-            "stop_reason": self.stop_reason,
             "partial": self.partial,
             "terminated": self.terminated,
             "truncated": self.truncated,
@@ -335,21 +308,20 @@ class Trajectory:
             "final_reward": self.final_reward,
             "total_tokens": self.total_tokens,
             "action_tokens": self.action_tokens,
-            "metadata": dict(self.metadata),
-            "infra_error": self.infra_error,
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Trajectory:
-        derived = {"partial", "terminated", "truncated", "first_turn_solved", "solved_turn", "final_reward",
-                   "total_tokens", "action_tokens", "researcher_only"}
-        known = {f.name for f in fields(cls)}
-        kwargs = {k: v for k, v in data.items() if k in known and k not in derived}
-        kwargs["turns"] = [TurnRecord.from_dict(t) for t in data.get("turns", ())]
-        kwargs["template_ids"] = dict(data.get("template_ids", {}))
-        kwargs["opening"] = [dict(m) for m in data.get("opening", ())]  # older runs have none
-        kwargs["metadata"] = dict(data.get("metadata", {}))
-        return cls(**kwargs)
+        return serial.from_data(dict(data), cls)
+
+    def to_json(self) -> bytes:
+        """One line of ``trajectories.jsonl`` (no newline): :meth:`to_dict` as JSON."""
+        return serial.encode(self.to_dict())
+
+    @classmethod
+    def from_json(cls, line: bytes | str) -> Trajectory:
+        """A trajectory read from one line of ``trajectories.jsonl``."""
+        return serial.decode(line, cls)
 
 
 def episode_weights(trajectories: Sequence[Trajectory]) -> list[float]:

@@ -36,7 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("rewards", "credit", "records"),
     ("grading",),
     ("sandbox",),
-    ("tasks", "settings", "errors", "log", "choices", "untrusted", "_resources", "_version"),
+    ("tasks", "settings", "errors", "log", "choices", "untrusted", "serial", "_resources", "_version"),
 )
 
 def _modules() -> dict[str, Path]:

@@ -30,7 +30,6 @@ from typing import IO, Any
 from agentenv.errors import ConfigError
 from agentenv.log import get_logger
 from agentenv.records import PARTIAL_STOP_REASONS, Trajectory
-from agentenv.untrusted import json_line
 
 __all__ = ["CONFIG_FILE", "SUMMARY_FILE", "TRAJECTORIES_FILE", "RunStore", "latest_records", "read_trajectories",
            "replacing", "write_json_atomic"]
@@ -106,7 +105,7 @@ def _parse_lines(path: Path) -> tuple[list[Trajectory], int | None]:
             continue
         is_last = lineno == len(lines) or all(not x.strip() for x in lines[lineno:])
         try:
-            out.append(Trajectory.from_dict(json.loads(line)))
+            out.append(Trajectory.from_json(line))
         except (ValueError, TypeError, KeyError) as exc:
             if is_last and not raw.endswith(b"\n"):
                 return out, start
@@ -218,7 +217,7 @@ class RunStore:
         """Write one episode (finished, or partial) as one line, flushed to the OS at once."""
         if self._fh is None:
             raise RuntimeError("RunStore.open() must be called before append()")
-        self._fh.write(json_line(trajectory.to_dict()) + "\n")  # any candidate string fits
+        self._fh.write(trajectory.to_json().decode("utf-8") + "\n")  # any candidate string fits
         self._fh.flush()
 
     def sort_episodes(self, order: Mapping[str, int]) -> None:
