@@ -146,3 +146,19 @@ def test_the_async_reward_shares_its_budget_too() -> None:
     rewards = asyncio.run(reward(completions=[fine, big],
                                  checks=[["assert len(f()) >= 100"]] * 2, entry_point=["f"] * 2))
     assert rewards == [1.0, 0.0]
+
+
+def test_an_array_declaring_more_than_the_budget_is_refused_before_it_is_built() -> None:
+    strings = [str(i) for i in range(50_000)]  # a plain msgpack array: its length is declared
+    data = encode_value(strings)
+    gate = ValuesBudget(len(data) + 1000 * UNIT_BYTES)  # the bytes, and room for 1,000 items
+
+    def evaluate(holder: DecodeBudget) -> object:
+        gate.spend_bytes(holder, len(data))
+        return decode_value(data, holder)
+
+    with pytest.raises(ValueBudget, match="batch budget of decoded values"):
+        gate.judge(lambda: DecodeBudget(gate), evaluate)
+    assert gate.in_use == 0
+    roomy = ValuesBudget(len(data) + 60_000 * UNIT_BYTES)
+    assert roomy.judge(lambda: DecodeBudget(roomy), lambda h: decode_value(data, h)) == strings
