@@ -400,3 +400,18 @@ def test_a_closed_policy_opens_a_new_session_on_its_next_call(server: ChatServer
     assert policy(OBS) == first and len(server.chat_requests) == 2
     policy.close()
     policy.close()  # closing twice is harmless
+
+
+def test_a_blocking_call_from_the_policys_own_loop_is_refused_not_a_deadlock(server: ChatServer) -> None:
+    """Code running on the HTTP client's loop thread that calls the policy synchronously would
+    wait for itself forever; it gets an error that says to await acall instead."""
+    policy = fast(server.url)
+    policy(OBS)  # starts the loop thread
+
+    async def nested() -> str:
+        return policy(OBS)
+
+    with pytest.raises(RuntimeError, match=r"await policy\.acall"):
+        policy._http.run(nested())
+    assert "def add" in policy(OBS)  # the loop is still serving
+    policy.close()

@@ -64,6 +64,10 @@ class _LoopThread:
         self.thread.start()
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if threading.current_thread() is self.thread:  # it would wait for itself forever
+            coro.close()
+            raise RuntimeError("a blocking policy call was made from the policy's own HTTP loop; "
+                               "await policy.acall(obs) there instead")
         future = asyncio.run_coroutine_threadsafe(coro, self.loop)
         try:
             return future.result()
