@@ -134,16 +134,7 @@ def revise_page(result: ReviseResult, figure: bytes | None) -> str:
         f"that passes its visible checks, pass@{k} is the oracle pick). revise - 1@{k} = "
         f"{diff['estimate']:+.3f}, {round(diff['confidence'] * 100)}% CI [{diff['low']:+.3f}, "
         f"{diff['high']:+.3f}] (paired bootstrap over {count(diff['n'], 'task')}).")
-    return render(
-        "revise.html.j2",
-        title="Revise vs resample",
-        intro=intro,
-        figure=figure,
-        header=revise_header(k),
-        rows=revise_rows(result),
-        k=k,
-        samples=samples,
-        arm=arm,
-        single_step_settings=_settings(result["single_step"]["settings"]),
-        multi_turn_settings=_settings(result["multi_turn"]["settings"]),
-    )
+    return render("revise.html.j2", title="Revise vs resample", intro=intro, figure=figure,
+                  header=revise_header(k), rows=revise_rows(result), k=k, samples=samples, arm=arm,
+                  single_step_settings=_settings(result["single_step"]["settings"]),
+                  multi_turn_settings=_settings(result["multi_turn"]["settings"]))
