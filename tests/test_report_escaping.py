@@ -96,3 +96,18 @@ def test_the_pages_show_the_hostile_text_where_it_belongs(pages: dict[str, str])
                   "message", "model", "tokenizer", "id", "policy"):
         assert f"{field} {shown}" in browser, field
     assert f"feedback {shown}" in shown_text(pages["revise_vs_resample.html"])  # template ids
+
+
+def test_the_reports_filter_link_finds_the_hostile_task_in_the_browser(pages: dict[str, str]) -> None:
+    """The report links a task's filtered view by the name the browser shows (printable), so
+    the browser's filter (which compares data-task) finds it, control characters and all."""
+    from urllib.parse import unquote
+
+    report, browser = _Markup(), _Markup()
+    report.feed(pages["report.html"])
+    browser.feed(pages["episodes.html"])
+    links = [unquote(str(href).split("#task=", 1)[1]) for key, href in report.attributes
+             if key == "href" and "#task=" in str(href)]
+    tasks = {value for key, value in browser.attributes if key == "data-task"}
+    hostile = [link for link in links if link.startswith("task ")]
+    assert hostile == [f"task {printable(HOSTILE)}"] and set(links) <= tasks
