@@ -199,11 +199,11 @@ class PolicyKind(StrEnum):
 
 
 class Transport(StrEnum):
-    """How the OpenAI-compatible policy talks to its server."""
+    """How the OpenAI-compatible policy talks to its server: one HTTP path, aiohttp ("auto"
+    names it too). The SDK transport ("sdk") is gone: sync and async calls share one client."""
 
     AUTO = "auto"
     AIOHTTP = "aiohttp"
-    SDK = "sdk"
 
 
 class ExportFormat(StrEnum):

@@ -46,8 +46,8 @@ from __future__ import annotations
 import copy
 import operator
 import string
-from collections.abc import Mapping, Sequence
-from typing import Any, SupportsFloat
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, SupportsFloat, TypeVar
 
 from agentenv.errors import ConfigError, EnvStateError, MissingDependency
 
@@ -229,6 +229,18 @@ class NumberGuessGymEnv(_SeedOnFirstReset, gymnasium.Env[dict[str, Any], Any]):
 
 # -- the coding environments -------------------------------------------------------------------
 
+if TYPE_CHECKING:  # for annotations only: importing the runner is not needed to adapt an env
+    from agentenv.rollout.contract import Env
+
+    class _NativeEnv(Env, Protocol):
+        """What a coding adapter wraps: an env of the rollout contract that lists its tasks."""
+
+        @property
+        def tasks(self) -> Sequence[Task]: ...
+
+    _Native = TypeVar("_Native", bound=_NativeEnv)
+
+
 def _resolve_tasks(tasks: Sequence[Task] | str | None) -> list[Task] | None:
     if tasks is None:
         return None
@@ -245,7 +257,7 @@ class _CodingAdapter(_SeedOnFirstReset, gymnasium.Env[dict[str, Any], str]):
     metadata = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012 - Gymnasium's class attribute
     _TEXT_FIELDS: tuple[str, ...] = ("prompt", "entry_point", "task_name")
 
-    def _setup(self, env: Any, *, seed: int | None, render_mode: str | None,
+    def _setup(self, env: _NativeEnv, *, seed: int | None, render_mode: str | None,
                max_text_length: int | None, max_action_length: int) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(f"render_mode must be one of {self.metadata['render_modes']} or None, "
@@ -316,8 +328,8 @@ class _CodingAdapter(_SeedOnFirstReset, gymnasium.Env[dict[str, Any], str]):
         super().close()
 
 
-def _native_env(env_class: Any, tasks: Sequence[Task] | str | None, seed: int | None,
-                env_kwargs: dict[str, Any]) -> Any:
+def _native_env(env_class: Callable[..., _Native], tasks: Sequence[Task] | str | None, seed: int | None,
+                env_kwargs: dict[str, Any]) -> _Native:
     """Build the native env an adapter wraps, with ``tasks`` given as a list or a set name."""
     resolved = _resolve_tasks(tasks)
     if resolved is not None:

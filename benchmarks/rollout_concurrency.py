@@ -1,7 +1,7 @@
 """Rollout throughput against a latency-bound model server, at concurrency 1, 8 and 64.
 
     python benchmarks/rollout_concurrency.py [--episodes 64] [--latency 0.1] [--repeats 3]
-        [--concurrency 1,8,64] [--transports aiohttp,sdk]
+        [--concurrency 1,8,64] [--transports aiohttp]
 
 A local OpenAI-compatible server (``python -m agentenv.testing``, in its own process like a
 real inference server) answers every request after a fixed latency (100 ms by default), so the
@@ -16,9 +16,9 @@ seconds at concurrency ``c``. Two settings are measured:
   the CPU seconds that grading takes spread over the sandbox's worker pool (measured here on the
   same submissions). On a 2-core machine that, not the model, bounds concurrency 64.
 
-Every point is measured for each of ``--transports`` (OpenAIPolicy's async HTTP clients), in
-one run against the same server, interleaved repeat by repeat; the first transport is the
-baseline, and each table prints the others' throughput as a ratio of it. The median over the
+Every point is measured for each of ``--transports`` (OpenAIPolicy's HTTP clients; today there
+is one, aiohttp), in one run against the same server, interleaved repeat by repeat; the first
+transport is the baseline, and each table prints the others' throughput as a ratio of it. The median over the
 repeats is reported (the best is printed too).
 
 Prints one table per setting (time, episodes/s, ideal, % of ideal) and the sandbox bound.
@@ -147,9 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-sandbox", action="store_true", help="only the policy-bound setting")
     parser.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)),
                         help="comma-separated concurrency levels (default 1,8,64)")
-    parser.add_argument("--transports", default="aiohttp,sdk",
-                        help="OpenAIPolicy async clients to compare, the first is the baseline "
-                             "(default aiohttp,sdk)")
+    parser.add_argument("--transports", default="aiohttp",
+                        help="OpenAIPolicy HTTP clients to compare, the first is the baseline "
+                             "(default aiohttp, the only one)")
     parser.add_argument("--no-long-run", action="store_true", help="skip the 4x-episodes run")
     args = parser.parse_args(argv)
     TRANSPORTS[:] = [t.strip() for t in args.transports.split(",") if t.strip()]

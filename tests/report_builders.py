@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +100,29 @@ def single_step_run() -> list[Trajectory]:
     difficulty = {"add": "easy", "sort": "easy", "parse": "hard"}
     return [single_step(task, hidden, visible, sample=i, difficulty=difficulty[task])
             for task, samples in plan.items() for i, (visible, hidden) in enumerate(samples)]
+
+
+class _Text(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.raw = False  # inside <style> or <script>
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.raw = tag in ("style", "script")
+
+    def handle_endtag(self, tag: str) -> None:
+        self.raw = False
+
+    def handle_data(self, data: str) -> None:
+        if not self.raw:
+            self.parts.append(data)
+
+
+def shown_text(page: str) -> str:
+    """The text of an HTML page as a reader sees it: tags dropped, character references decoded
+    (attribute values and the page's style and script are left out)."""
+    parser = _Text()
+    parser.feed(page)
+    parser.close()
+    return "".join(parser.parts)

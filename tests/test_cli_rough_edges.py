@@ -190,16 +190,20 @@ def test_tasks_show_adds_no_trailing_spaces(capsys: pytest.CaptureFixture[str]) 
 # -- acall --------------------------------------------------------------------------------------
 
 def test_a_directly_awaited_acall_leaves_no_unclosed_session() -> None:
-    """`asyncio.run(policy.acall(obs))` on both transports: the client closes with its loop."""
+    """`asyncio.run(policy.acall(obs))`: the session closes with its loop; a blocking call's
+    session and loop thread close when the policy goes."""
     script = textwrap.dedent('''
         import asyncio, gc, warnings
         warnings.simplefilter("always")
         from agentenv.policies import OpenAIPolicy
         from agentenv.testing import ChatServer
         with ChatServer(["OK"]) as server:
-            for transport in ("aiohttp", "sdk"):
-                policy = OpenAIPolicy("m", base_url=server.url, transport=transport)
-                assert asyncio.run(policy.acall({"prompt": "hi"})) == "OK"
+            for how in ("async", "sync", "both"):
+                policy = OpenAIPolicy("m", base_url=server.url)
+                if how != "sync":
+                    assert asyncio.run(policy.acall({"prompt": "hi"})) == "OK"
+                if how != "async":
+                    assert policy({"prompt": "hi"}) == "OK"
                 del policy
                 gc.collect()
         print("answered")

@@ -187,8 +187,7 @@ def test_bad_settings_are_rejected_at_construction() -> None:
         OpenAIPolicy("m", base_url="http://127.0.0.1:9/v1", max_tokens=0)
 
 
-@pytest.mark.parametrize("transport", ["aiohttp", "sdk"])
-def test_async_calls_overlap_instead_of_queueing(transport: str) -> None:
+def test_async_calls_overlap_instead_of_queueing() -> None:
     """Eight concurrent acall()s are all in flight at once: the server answers none of them
     until all eight have arrived (queued calls would never get there and time out)."""
     all_in = threading.Barrier(8, timeout=10)
@@ -198,7 +197,7 @@ def test_async_calls_overlap_instead_of_queueing(transport: str) -> None:
         return SOLUTION
 
     with ChatServer(responder) as s:
-        policy = fast(s.url, transport=transport)
+        policy = fast(s.url)
 
         async def main() -> list[str]:
             try:
@@ -211,21 +210,19 @@ def test_async_calls_overlap_instead_of_queueing(transport: str) -> None:
     assert not all_in.broken
 
 
-@pytest.mark.parametrize("transport", ["aiohttp", "sdk"])
-def test_async_retries_work_like_sync_ones(transport: str) -> None:
+def test_async_retries_work_like_sync_ones() -> None:
     """acall retries a 429 and returns usage like the sync call."""
     with ChatServer([ChatReply(status=429, retry_after=0), ChatReply(SOLUTION)]) as s:
-        completion = closing(fast(s.url, transport=transport), lambda p: p.acall(OBS))
+        completion = closing(fast(s.url), lambda p: p.acall(OBS))
         assert len(s.chat_requests) == 2
     assert isinstance(completion, Completion) and completion.usage is not None
 
 
-@pytest.mark.parametrize("transport", ["aiohttp", "sdk"])
-def test_async_failures_end_in_the_same_errors_as_sync_ones(transport: str) -> None:
+def test_async_failures_end_in_the_same_errors_as_sync_ones() -> None:
     """A 500 that persists, a 400, a 401 and a timeout give the sync path's error types."""
     async def outcome(replies: list[ChatReply], **kw: object) -> BaseException:
         with ChatServer(replies, api_key="k") as s:
-            policy = fast(s.url, transport=transport, api_key="k", max_retries=1, **kw)
+            policy = fast(s.url, api_key="k", max_retries=1, **kw)
             try:
                 await policy.acall(OBS)
             except Exception as exc:
@@ -244,27 +241,27 @@ def test_async_failures_end_in_the_same_errors_as_sync_ones(transport: str) -> N
     assert isinstance(bad_request, PolicyCallError) and "too long" in str(bad_request)
     assert isinstance(timeout, PolicyCallError) and "timed out" in str(timeout)
     with ChatServer([SOLUTION], api_key="right") as s, pytest.raises(PolicyError, match="OPENAI_API_KEY"):
-        closing(fast(s.url, transport=transport, api_key="wrong"), lambda p: p.acall(OBS))
+        closing(fast(s.url, api_key="wrong"), lambda p: p.acall(OBS))
 
 
-@pytest.mark.parametrize("transport", ["aiohttp", "sdk"])
-def test_arun_episode_drives_a_multi_turn_env_with_the_async_client(transport: str) -> None:
-    """The async episode loop reaches the same revision as the sync one, on either transport."""
+def test_arun_episode_drives_a_multi_turn_env_with_the_async_client() -> None:
+    """The async episode loop reaches the same revision as the sync one."""
     with ChatServer(ScriptedModel([ADD])) as s:
         env = MultiTurnCodingEnv(tasks=[ADD], max_turns=3, seed=0)
-        trajectory = closing(fast(s.url, transport=transport), lambda p: arun_episode(env, p, task_index=0))
+        trajectory = closing(fast(s.url), lambda p: arun_episode(env, p, task_index=0))
         assert [len(r.messages) for r in s.chat_requests] == [2, 4, 6]
     assert [t.reward for t in trajectory.turns] == [0.0, 0.5, 1.0]
     assert all(t.usage and t.finish_reason == "stop" for t in trajectory.turns)
 
 
-def test_the_async_transport_is_aiohttp_unless_the_sdk_is_asked_for() -> None:
-    """auto means aiohttp for every URL (TLS and proxies included); 'sdk' is the SDK on aiohttp."""
+def test_there_is_one_http_path_aiohttp() -> None:
+    """auto means aiohttp for every URL (TLS and proxies included); no other client is offered."""
     assert OpenAIPolicy("m", base_url="http://127.0.0.1:8000/v1").async_transport == "aiohttp"
     assert OpenAIPolicy("m", base_url="https://example.invalid/v1").async_transport == "aiohttp"
-    assert OpenAIPolicy("m", base_url="http://127.0.0.1:8000/v1", transport="sdk").async_transport == "sdk"
-    with pytest.raises(ConfigError, match="transport"):
-        OpenAIPolicy("m", base_url="http://127.0.0.1:8000/v1", transport="carrier-pigeon")
+    assert OpenAIPolicy("m", base_url="https://example.invalid/v1", transport="aiohttp").transport == "aiohttp"
+    for other in ("sdk", "carrier-pigeon"):
+        with pytest.raises(ConfigError, match="transport"):
+            OpenAIPolicy("m", base_url="http://127.0.0.1:8000/v1", transport=other)
 
 
 @pytest.mark.parametrize(("chunked", "keep_alive"), [(True, True), (False, False)])
@@ -381,3 +378,40 @@ def test_the_async_client_goes_through_the_environments_proxy(monkeypatch: pytes
         monkeypatch.setenv("NO_PROXY", "model-host.invalid")
         with pytest.raises(PolicyCallError, match="could not connect"):
             asyncio.run(main())
+
+
+def test_a_blocking_call_works_from_inside_a_running_event_loop(server: ChatServer) -> None:
+    """The sync call runs on the HTTP client's own loop thread, so calling it from async code
+    (a notebook cell, a callback) answers instead of failing on the caller's running loop."""
+    policy = fast(server.url)
+
+    async def main() -> str:
+        return policy(OBS)
+
+    assert "def add" in asyncio.run(main())
+    policy.close()
+
+
+def test_a_closed_policy_opens_a_new_session_on_its_next_call(server: ChatServer) -> None:
+    """close() ends the blocking calls' session and loop thread; the next call makes new ones."""
+    policy = fast(server.url)
+    first = policy(OBS)
+    policy.close()
+    assert policy(OBS) == first and len(server.chat_requests) == 2
+    policy.close()
+    policy.close()  # closing twice is harmless
+
+
+def test_a_blocking_call_from_the_policys_own_loop_is_refused_not_a_deadlock(server: ChatServer) -> None:
+    """Code running on the HTTP client's loop thread that calls the policy synchronously would
+    wait for itself forever; it gets an error that says to await acall instead."""
+    policy = fast(server.url)
+    policy(OBS)  # starts the loop thread
+
+    async def nested() -> str:
+        return policy(OBS)
+
+    with pytest.raises(RuntimeError, match=r"await policy\.acall"):
+        policy._http.run(nested())
+    assert "def add" in policy(OBS)  # the loop is still serving
+    policy.close()

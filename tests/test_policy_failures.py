@@ -28,7 +28,7 @@ ADD = Task(
 )
 SOLUTION = "```python\ndef add(a, b):\n    return a + b\n```"
 OBS = {"prompt": ADD.prompt, "entry_point": "add", "task_name": "add"}
-PATHS = ("sync", "aiohttp", "sdk")
+PATHS = ("sync", "async")
 
 
 def fast(url: str, **kw: Any) -> OpenAIPolicy:
@@ -38,10 +38,9 @@ def fast(url: str, **kw: Any) -> OpenAIPolicy:
 
 
 def call(policy: OpenAIPolicy, path: str, obs: Mapping[str, Any] = OBS) -> Completion:
-    """One call on the sync path, or on the async path with the given transport."""
+    """One call, blocking (sync) or awaited (async)."""
     if path == "sync":
         return policy(obs)
-    policy.transport = path
 
     async def main() -> Completion:
         try:
@@ -110,7 +109,7 @@ def test_a_context_length_error_ends_the_episode_with_the_graded_turn_kept() -> 
         assert "maximum context length is 40 tokens" in trajectory.metadata["policy_error"]
 
 
-@pytest.mark.parametrize("path", ["sync", "aiohttp"])
+@pytest.mark.parametrize("path", PATHS)
 def test_a_dead_server_opens_the_breaker_so_calls_fail_at_once(
         path: str, unused_port: int, captured_events: list) -> None:
     """Refused connections count towards the breaker; once open, calls raise ServerUnavailable

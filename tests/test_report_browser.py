@@ -5,7 +5,6 @@ and in a real headless Chromium."""
 from __future__ import annotations
 
 import dataclasses
-import html
 import os
 import re
 import shutil
@@ -13,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from report_builders import multi_turn, multi_turn_run, single_step_run, write_run
+from report_builders import multi_turn, multi_turn_run, shown_text, single_step_run, write_run
 
 from agentenv.envs.multiturn import MultiTurnCodingEnv
 from agentenv.policies import ScriptedPolicy
@@ -47,10 +46,11 @@ def test_the_browser_holds_every_episode_turn_by_turn_with_everything_escaped() 
     assert len(set(anchors)) == len(episodes)
     for anchor in anchors:
         assert page.count(f'id="{anchor}"') == 1 and f'href="#{anchor}"' in page
-    assert html.escape(ANSWER) in page and html.escape(FEEDBACK) in page
+    text = shown_text(page)
+    assert ANSWER in text and FEEDBACK in text
     # The conversation starts where the policy started: the system prompt (folded) and the task,
     # before the first answer; episodes of a run that did not record them say so.
-    assert page.index(html.escape(SYSTEM)) < page.index(html.escape(TASK)) < page.index(html.escape(ANSWER))
+    assert text.index(SYSTEM) < text.index(TASK) < text.index(ANSWER)
     assert page.count("the opening messages were not recorded") == len(episodes) - 1
     assert "<b>this</b>" not in page and "<script>alert" not in page
     assert page.count('class="turn ') == sum(len(t.turns) for t in episodes)
@@ -85,10 +85,11 @@ def test_a_real_run_records_and_shows_each_episode_whole_conversation(tmp_path: 
     assert [m["role"] for m in opening[0]] == ["system", "user"] and tasks[0].prompt in opening[0][1]["content"]
     write_report(run, credit=False)
     page = (run / "report" / "episodes.html").read_text()
+    text = shown_text(page)
     for trajectory in episodes:
-        task_message = html.escape(trajectory.opening[1]["content"])
-        first_answer = html.escape(trajectory.turns[0].response_text)
-        assert task_message in page and page.index(task_message) < page.index(first_answer)
+        task_message = trajectory.opening[1]["content"]
+        first_answer = trajectory.turns[0].response_text
+        assert task_message in text and text.index(task_message) < text.index(first_answer)
     assert "not recorded" not in page
 
 

@@ -46,6 +46,29 @@ def test_only_408_409_429_and_5xx_are_retried_and_only_5xx_count_as_down(
     assert failure is not None and (failure.transient, failure.server_down) == (transient, down)
 
 
+def test_every_way_the_http_path_fails_has_one_kind() -> None:
+    """The one HTTP path's exceptions (aiohttp's, timeouts, ours) map onto the one taxonomy;
+    anything else is not a call failure (a bug, raised as it is)."""
+    import asyncio
+
+    import aiohttp
+
+    from agentenv.policies.resilience import BadAnswer
+
+    def kind(exc: BaseException) -> str | None:
+        failure = classify(exc)
+        return None if failure is None else failure.kind
+
+    assert kind(aiohttp.ServerDisconnectedError()) == "connection"
+    assert kind(ConnectionRefusedError(111, "refused")) == "connection"
+    assert kind(asyncio.TimeoutError()) == "timeout"
+    assert kind(aiohttp.ServerTimeoutError("read")) == "timeout"
+    assert kind(BadAnswer("not JSON")) == "bad_answer"
+    retry = classify(StatusFailure(429, "slow down", "3"))
+    assert retry is not None and retry.retry_after == 3.0 and retry.transient
+    assert classify(ValueError("a bug")) is None
+
+
 def test_context_length_errors_are_recognised_by_their_words() -> None:
     """A 400 that talks about the context is a context-length failure; other 400s are not."""
     assert Failure("status", "This model's maximum context length is 4096 tokens", 400).context_length

@@ -10,14 +10,11 @@ server is down (``ServerUnavailable``), and :meth:`OpenAIPolicy.preflight` check
 and the model with one cheap request before a run. It returns a
 :class:`~agentenv.records.Completion` carrying the server's usage numbers and finish reason.
 
-Transports: the sync call uses the official ``openai`` SDK. The async call uses aiohttp
-directly (``transport="aiohttp"``, the default): at dozens of calls in flight every call's
-client CPU is spent on the event loop that also runs the environments, and the SDK's request
-and response layers cost several times more per call (``benchmarks/rollout_concurrency.py``
-measures both). ``transport="sdk"`` uses the SDK on its aiohttp backend instead. Either way
-TLS, proxies (``HTTP(S)_PROXY``) and keep-alive come from a well-kept library, and answers
-are read from the raw JSON (no response models). ``stream=True`` asks for server-sent events
-and assembles the answer from the chunks.
+HTTP: one path for both calls (:mod:`agentenv.policies.transport`, aiohttp): ``acall`` runs it
+on the caller's event loop, the sync call runs the same coroutine on a private loop thread.
+TLS, proxies (``HTTP(S)_PROXY``) and keep-alive come from aiohttp, and answers are read from the
+raw JSON (no response models). ``stream=True`` asks for server-sent events and assembles the
+answer from the chunks.
 
 ``openai_policy(obs, model="gpt-4o", temperature=0.2)`` is the walk-through's one-line form.
 Credentials: ``api_key`` or ``OPENAI_API_KEY``; ``base_url`` or ``OPENAI_BASE_URL``. A local
@@ -26,11 +23,9 @@ server needs no key. Not here: tool calls.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
-import threading
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import tenacity
@@ -50,11 +45,11 @@ from agentenv.policies.resilience import (
     BadAnswer,
     CircuitBreaker,
     Failure,
-    StatusFailure,
     classify,
     retrying,
     server_message,
 )
+from agentenv.policies.transport import HTTPClient
 from agentenv.records import Completion
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "TRANSPORTS", "OpenAIPolicy", "build_messages", "openai_policy"]
@@ -168,14 +163,6 @@ def _token_fields(response: Any, choice: Any) -> dict[str, Any]:
     return out
 
 
-def _wire(kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """The JSON body of an SDK call's keyword arguments: ``extra_body`` (an SDK argument, not a
-    field of the API) merged into the top level, as the SDK sends it."""
-    body = {key: value for key, value in kwargs.items() if key != "extra_body"}
-    body.update(kwargs.get("extra_body") or {})
-    return body
-
-
 class OpenAIPolicy:
     """A chat model behind an OpenAI-compatible endpoint, as a policy (sync and async).
 
@@ -185,8 +172,8 @@ class OpenAIPolicy:
     from ``backoff`` s up to ``max_backoff`` s (full jitter). ``breaker_threshold`` server-down
     failures in a row, over at least ``breaker_seconds``, open the circuit breaker (0 turns it
     off). ``extra_body`` is merged into every request (for server-specific options).
-    ``stream`` asks for streamed answers. ``transport`` picks the async client (see the module
-    docstring).
+    ``stream`` asks for streamed answers. ``transport`` names the HTTP client: "aiohttp" (or
+    "auto", the same), the only one (see the module docstring).
     An observation's ``max_tokens`` (the env's allowance under its token budget) caps the
     request's ``max_tokens``; its ``seed`` (per sample) is sent as ``seed`` unless one was given.
     ``return_tokens=True`` asks a vLLM-style server for the prompt and completion token ids and
@@ -225,7 +212,7 @@ class OpenAIPolicy:
                 "api_key=...), or point base_url (CLI: --base-url) at an OpenAI-compatible server "
                 "such as vLLM, Ollama or llama.cpp, e.g. http://127.0.0.1:8000/v1"
             )
-        self.transport = "aiohttp" if transport == "auto" else transport
+        self.transport = Transport.AIOHTTP.value  # "auto" is aiohttp, the one HTTP path
         self._api_key = key or _NO_KEY_PLACEHOLDER
         self.temperature = temperature
         self.max_tokens = max_tokens
@@ -241,25 +228,19 @@ class OpenAIPolicy:
         self.extra_body = dict(extra_body or {})
         self.stream = stream
         self.return_tokens = return_tokens
-        self._init_clients()
-
-    def _init_clients(self) -> None:
-        self._lock = threading.Lock()
-        self._client: Any = None
-        self._async_clients: dict[int, tuple[asyncio.AbstractEventLoop, Any, AsyncGenerator[None, None]]] = {}
-        self._proxy: str | None = None
+        self._http = HTTPClient(self.base_url or "https://api.openai.com/v1", self._api_key, timeout)
         self.breaker = CircuitBreaker(self.breaker_threshold or 2**62, self.breaker_seconds)
 
-    # Clients hold sockets and locks: drop them when pickled (Ray workers), rebuild lazily.
+    # The HTTP client pickles without its sessions (Ray workers rebuild them); the breaker
+    # holds a lock: a fresh one.
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        for key in ("_lock", "_client", "_async_clients", "breaker"):
-            state.pop(key, None)
+        state.pop("breaker", None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._init_clients()
+        self.breaker = CircuitBreaker(self.breaker_threshold or 2**62, self.breaker_seconds)
 
     def __repr__(self) -> str:
         return f"OpenAIPolicy(model={self.model!r}, base_url={self._where!r}, temperature={self.temperature})"
@@ -268,17 +249,15 @@ class OpenAIPolicy:
     def _where(self) -> str:
         return self.base_url or "api.openai.com"
 
-    def _url(self, path: str) -> str:
-        return f"{self.base_url or 'https://api.openai.com/v1'}{path}"
-
     @property
     def async_transport(self) -> str:
-        """The HTTP client ``acall`` uses: "aiohttp" or "sdk"."""
+        """The HTTP client ``acall`` (and the sync call) uses: "aiohttp"."""
         return self.transport
 
     # -- requests ------------------------------------------------------------------------------
     def request(self, obs: Observation) -> dict[str, Any]:
-        """The keyword arguments of one SDK chat-completions call for this observation."""
+        """The JSON body of one chat-completions request for this observation (``extra_body``
+        and ``return_tokens`` fields merged into the top level, as they go on the wire)."""
         kwargs: dict[str, Any] = {"model": self.model, "messages": build_messages(obs, self.system_prompt),
                                   "temperature": self.temperature}
         # The observation's allowance under the env's token budget, and its per-sample seed.
@@ -301,18 +280,18 @@ class OpenAIPolicy:
         return kwargs
 
     def _extra_fields(self) -> dict[str, Any]:
-        """What ``return_tokens`` and ``extra_body`` add to every request (SDK keyword arguments)."""
-        kwargs: dict[str, Any] = {}
+        """What ``return_tokens`` and ``extra_body`` add to every request's top level (last, so
+        ``extra_body`` may override a standard field)."""
+        fields: dict[str, Any] = {}
         if self.return_tokens:  # token ids (vLLM's return_token_ids) and logprobs, for trainers
-            kwargs["logprobs"] = True
-            kwargs["extra_body"] = {"return_token_ids": True, **self.extra_body}
-        elif self.extra_body:
-            kwargs["extra_body"] = dict(self.extra_body)
-        return kwargs
+            fields["logprobs"] = True
+            fields["return_token_ids"] = True
+        fields.update(self.extra_body)
+        return fields
 
     def request_body(self, obs: Observation) -> dict[str, Any]:
-        """The JSON body of the same call, as it goes on the wire."""
-        return _wire(self.request(obs))
+        """The JSON body of the call for ``obs``, as it goes on the wire (same as :meth:`request`)."""
+        return self.request(obs)
 
     def _completion(self, data: Any) -> Completion:
         """A Completion from the decoded JSON answer."""
@@ -326,13 +305,6 @@ class OpenAIPolicy:
             message = {}
         return Completion(str(message.get("content") or ""), usage=_usage(data.get("usage")),
                           finish_reason=choice.get("finish_reason"), **_token_fields(data, choice))
-
-    @staticmethod
-    def _json(raw: bytes | str) -> Any:
-        try:
-            return json.loads(raw)
-        except ValueError:
-            raise BadAnswer(f"the answer is not JSON: {raw[:120]!r}") from None
 
     # -- failures ------------------------------------------------------------------------------
     def _retry_if(self, exc: BaseException) -> bool:
@@ -398,107 +370,16 @@ class OpenAIPolicy:
         return PolicyCallError(f"the server at {where} rejected the request ({failure.status}): {words}{hint}",
                                status=failure.status, context_length=failure.context_length)
 
-    # -- sync ----------------------------------------------------------------------------------
-    def _sync_client(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                import openai
-
-                self._client = openai.OpenAI(api_key=self._api_key, base_url=self.base_url,
-                                             timeout=self.timeout, max_retries=0)
-            return self._client
-
-    def _call_once(self, body: dict[str, Any]) -> Completion:
-        completions = self._sync_client().chat.completions
+    # -- calls ---------------------------------------------------------------------------------
+    async def _call_once(self, body: dict[str, Any]) -> Completion:
         if body.get("stream"):
             stream = _Stream()
-            with completions.with_streaming_response.create(**body) as response:
-                for line in response.iter_lines():
-                    if stream.feed(line):
-                        break
+            await self._http.post_events("/chat/completions", body, stream.feed)
             return stream.completion()
-        return self._completion(self._json(completions.with_raw_response.create(**body).content))
-
-    def __call__(self, obs: Observation) -> Completion:
-        """Ask the model for the next answer (blocking)."""
-        body = self.request(obs)
-        attempts = 0
-        try:
-            for attempt in self._retrying(tenacity.Retrying):
-                with attempt:
-                    attempts = attempt.retry_state.attempt_number
-                    self._check_breaker()
-                    completion = self._call_once(body)
-        except AgentEnvError:
-            raise
-        except Exception as exc:
-            raise self._final_error(exc, attempts) from exc
-        self.breaker.success()
-        return completion
-
-    # -- async ---------------------------------------------------------------------------------
-    async def _async_client(self) -> Any:
-        # An async HTTP client belongs to the event loop it was made on: keep one per loop.
-        loop = asyncio.get_running_loop()
-        entry = self._async_clients.get(id(loop))
-        if entry is None or entry[0] is not loop:
-            for key, (old_loop, *_rest) in list(self._async_clients.items()):
-                if old_loop.is_closed():
-                    del self._async_clients[key]
-            client: Any
-            if self.transport == "sdk":
-                import openai
-
-                client = openai.AsyncOpenAI(api_key=self._api_key, base_url=self.base_url,
-                                            timeout=self.timeout, max_retries=0,
-                                            http_client=openai.DefaultAioHttpClient(timeout=self.timeout))
-            else:
-                import aiohttp
-
-                # The proxy is looked up once here: trust_env=True would look it up (and read
-                # ~/.netrc) in a worker thread on every request, two thread hops per call.
-                self._proxy = _env_proxy(self._url("/chat/completions"))
-                client = aiohttp.ClientSession(
-                    connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(total=self.timeout),
-                    headers={"Authorization": f"Bearer {self._api_key}", "User-Agent": "agentenv",
-                             "Content-Type": "application/json"})
-            # Closed with its loop: asyncio.run() finalizes the loop's async generators before
-            # it closes the loop, so a directly awaited acall() leaves no unclosed session.
-            lifetime = _client_lifetime(client)
-            await lifetime.__anext__()
-            entry = (loop, client, lifetime)
-            self._async_clients[id(loop)] = entry
-        return entry[1]
-
-    async def _acall_once(self, client: Any, body: dict[str, Any]) -> Completion:
-        if self.transport == "sdk":
-            completions = client.chat.completions
-            if body.get("stream"):
-                stream = _Stream()
-                async with completions.with_streaming_response.create(**body) as response:
-                    async for line in response.iter_lines():
-                        if stream.feed(line):
-                            break
-                return stream.completion()
-            raw = await completions.with_raw_response.create(**body)
-            return self._completion(self._json(raw.content))
-        wire = _wire(body)
-        async with client.post(self._url("/chat/completions"), data=json.dumps(wire).encode(),
-                               proxy=self._proxy) as response:
-            if response.status >= 300:
-                raise StatusFailure(response.status, server_message(await response.read()),
-                                    response.headers.get("Retry-After"))
-            if wire.get("stream"):
-                stream = _Stream()
-                async for line in response.content:
-                    if stream.feed(line):
-                        break
-                return stream.completion()
-            return self._completion(self._json(await response.read()))
+        return self._completion(await self._http.post_json("/chat/completions", body))
 
     async def acall(self, obs: Observation) -> Completion:
         """Ask the model for the next answer without blocking the event loop."""
-        client = await self._async_client()
         body = self.request(obs)
         attempts = 0
         try:
@@ -506,7 +387,7 @@ class OpenAIPolicy:
                 with attempt:
                     attempts = attempt.retry_state.attempt_number
                     self._check_breaker()
-                    completion = await self._acall_once(client, dict(body))
+                    completion = await self._call_once(body)
         except AgentEnvError:
             raise
         except Exception as exc:
@@ -514,24 +395,23 @@ class OpenAIPolicy:
         self.breaker.success()
         return completion
 
+    def __call__(self, obs: Observation) -> Completion:
+        """Ask the model for the next answer (blocking): :meth:`acall` on the HTTP client's own
+        loop thread."""
+        return self._http.run(self.acall(obs))
+
     async def aclose(self) -> None:
-        """Close the async client of the running loop (others are dropped with their loops)."""
-        loop = asyncio.get_running_loop()
-        entry = self._async_clients.pop(id(loop), None)
-        if entry is not None:
-            await entry[2].aclose()  # closes the client
+        """Close the HTTP session of the running loop (others close with their loops)."""
+        await self._http.aclose()
 
     def close(self) -> None:
-        """Close the sync client. The policy stays usable: a new client is made on demand."""
-        with self._lock:
-            client, self._client = self._client, None
-        if client is not None:
-            client.close()
+        """Close the sync calls' session. The policy stays usable: a new one is made on demand."""
+        self._http.close()
 
     # -- preflight -----------------------------------------------------------------------------
     def _listed_models(self) -> list[str]:
-        """The model ids ``GET /models`` lists (raises what the SDK raises when it fails)."""
-        data = self._json(self._sync_client().models.with_raw_response.list().content)
+        """The model ids ``GET /models`` lists (raises what the HTTP client raises when it fails)."""
+        data = self._http.run(self._http.get_json("/models"))
         items = data.get("data") if isinstance(data, Mapping) else None
         return [str(m["id"]) for m in items or () if isinstance(m, Mapping) and m.get("id")]
 
@@ -562,8 +442,7 @@ class OpenAIPolicy:
         body = {"model": self.model, "messages": [{"role": "user", "content": "Say OK."}],
                 "max_tokens": 1, **extra}
         try:
-            completion = self._completion(self._json(
-                self._sync_client().chat.completions.with_raw_response.create(**body).content))
+            completion = self._completion(self._http.run(self._http.post_json("/chat/completions", body)))
         except AgentEnvError as exc:
             raise PolicyError(f"preflight: {exc}") from None
         except Exception as exc:
@@ -586,7 +465,7 @@ class OpenAIPolicy:
                     "--policy-timeout")
         if failure.status == 401:
             return f"{where} rejected the API key (401: {failure.message}); set a valid OPENAI_API_KEY"
-        fields = sorted(_wire(self._extra_fields()))
+        fields = sorted(self._extra_fields())
         if fields and failure.kind == "status" and failure.status in (400, 422) and (
                 self.model in listed or any(f in failure.message for f in fields)):
             why = ("--return-tokens (return_tokens=True) needs a server that returns token ids "
@@ -602,28 +481,6 @@ class OpenAIPolicy:
             hint = "; check --model and the server's log"
         return (f"{where} answered {failure.describe()} to a one-token request for model "
                 f"{self.model!r}{hint}")
-
-
-async def _client_lifetime(client: Any) -> AsyncGenerator[None, None]:
-    """Holds an async client open until it is finalized (aclose(), or the loop's shutdown)."""
-    try:
-        yield
-    finally:
-        await client.close()
-
-
-def _env_proxy(url: str) -> str | None:
-    """The proxy that HTTP(S)_PROXY / ALL_PROXY (minus NO_PROXY) route ``url`` through, if any."""
-    import urllib.request
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    proxies = settings.proxies()
-    proxy = proxies.get(parts.scheme) or proxies.get("all")
-    bypass = getattr(urllib.request, "proxy_bypass_environment")  # noqa: B009 - missing from typeshed
-    if not proxy or bypass(parts.hostname or "", proxies):
-        return None
-    return str(proxy)
 
 
 @functools.lru_cache(maxsize=16)

@@ -1,8 +1,10 @@
 """How a model call fails, and what is done about it: classification, retries, the breaker.
 
-Every transport (the aiohttp client, the openai SDK) raises its own exceptions; :func:`classify`
-turns each into one :class:`Failure` that says what happened in the server's own words (the
-body's ``error.message``, ``detail`` or ``message``, else its text) and what follows from it:
+The policy's one HTTP path (:mod:`agentenv.policies.transport`) fails with a
+:class:`StatusFailure` (a non-2xx answer), a :class:`BadAnswer` (a 2xx answer that is not a
+chat completion), an aiohttp connection error or a timeout; :func:`classify` turns each into one
+:class:`Failure` that says what happened in the server's own words (the body's
+``error.message``, ``detail`` or ``message``, else its text) and what follows from it:
 
 - ``transient``: worth retrying (timeouts, refused or cut connections, 408, 409, 429, 5xx);
   every other 4xx is an answer about the request itself and is never retried;
@@ -105,7 +107,7 @@ def _retry_after(value: str | None) -> float | None:
 
 
 class StatusFailure(Exception):
-    """A non-2xx answer, as the aiohttp transport reports it (the SDK has its own)."""
+    """A non-2xx answer: its status, the server's words and its ``Retry-After`` header."""
 
     def __init__(self, status: int, message: str, retry_after: str | None = None) -> None:
         super().__init__(f"HTTP {status}: {message}")
@@ -150,24 +152,13 @@ class BadAnswer(Exception):
 def classify(exc: BaseException) -> Failure | None:
     """The :class:`Failure` an exception stands for; None when it is not a call failure."""
     import aiohttp
-    import openai
 
     if isinstance(exc, StatusFailure):
         return Failure("status", exc.message, exc.status, _retry_after(exc.retry_after))
     if isinstance(exc, BadAnswer):
         return Failure("bad_answer", str(exc))
-    if isinstance(exc, (asyncio.TimeoutError, TimeoutError, openai.APITimeoutError)):
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):  # aiohttp's ServerTimeoutError too
         return Failure("timeout", str(exc) or "no answer in time")
-    if isinstance(exc, openai.APIStatusError):
-        response = exc.response
-        try:
-            words = server_message(response.text)
-        except Exception:  # a streamed body that was never read
-            words = str(exc.message)
-        return Failure("status", words, exc.status_code, _retry_after(response.headers.get("retry-after")))
-    if isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__ or exc.__context__
-        return Failure("connection", f"{exc}" + (f" ({type(cause).__name__}: {cause})" if cause else ""))
     if isinstance(exc, (aiohttp.ClientError, ConnectionError)):
         return Failure("connection", f"{type(exc).__name__}: {exc}")
     return None

@@ -12,7 +12,8 @@ The library side of ``agentenv report`` and ``agentenv compare``. The modules, i
 - ``credit_export``: per-turn returns and advantages under every credit scheme, as JSONL;
 - ``trainer_export``: token ids, logprobs, loss masks and advantages on assistant spans, as
   JSONL or Parquet (for runs whose policy returned token ids);
-- ``plots`` / ``page`` / ``text``: PNG figures, the self-contained HTML page, terminal tables;
+- ``plots`` / ``page`` / ``text``: PNG figures, the self-contained HTML pages (Jinja templates
+  under ``templates/``, rendered with autoescape by ``templating``), terminal tables;
 - ``writer``: run an analysis and write its files.
 
 Nothing here prints; matplotlib (the ``plots`` extra) is imported only to draw.

@@ -17,7 +17,8 @@ Modules, top to bottom: ``runner`` and ``tree`` (whole runs) use ``backends`` (t
 ``local`` there, ``ray`` in ``ray_backend``), which use ``execute`` (the scheduler and the
 episode worker every backend shares), which uses ``partial`` (an episode stopped midway: its
 partial record, and the snapshot that continues it) and ``episode`` (one episode); beside them,
-``plan`` (what a run is), ``store`` (its directory) and ``summary`` (its numbers).
+``plan`` (what a run is), ``store`` (its directory) and ``summary`` (its numbers). ``contract``
+is the environment every one of them drives, as typed protocols (``Env``, ``AsyncEnv`` ...).
 """
 
 from __future__ import annotations

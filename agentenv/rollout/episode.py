@@ -6,8 +6,9 @@
     while not done:
         obs, reward, done, info = env.step(policy(obs))
 
-They work with both environment kinds (``CodingEnv``, ``MultiTurnCodingEnv``) through the
-shared contract: ``reset``/``step`` (``astep`` when present) and ``env.trajectory``. The async
+They work with both environment kinds (``CodingEnv``, ``MultiTurnCodingEnv``), and any other,
+through the contract of :mod:`agentenv.rollout.contract`: ``reset``/``step`` (``astep`` when
+present) and ``env.trajectory``. The async
 twin awaits the policy through :func:`agentenv.policies.acall_policy` (optionally under a
 semaphore that bounds concurrent model calls) and the sandbox through ``env.astep``, whose
 work runs in the sandbox's bounded worker pool.
@@ -27,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import inspect
 from collections.abc import Mapping
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from agentenv.errors import ConfigError, EnvStateError, PolicyCallError, SandboxError
 from agentenv.policies.base import Policy, PolicyLike, acall_policy, policy_model, policy_name
 from agentenv.records import Trajectory
+from agentenv.rollout.contract import AsyncEnv, Env, ResumableEnv, TurnLimited, reset_takes_seed
 
 if TYPE_CHECKING:  # for annotations only: the envs are the caller's
     from agentenv.envs.multiturn import EpisodeSnapshot
@@ -44,23 +45,22 @@ __all__ = ["arun_episode", "episode_record", "run_episode"]
 _DEFAULT_STEP_LIMIT = 10_000
 
 
-def _step_limit(env: Any, max_steps: int | None) -> int:
+def _step_limit(env: Env, max_steps: int | None) -> int:
     if max_steps is not None:
         if max_steps < 1:
             raise ConfigError(f"max_steps must be >= 1, got {max_steps}")
         return max_steps
-    max_turns = getattr(env, "max_turns", None)
-    if isinstance(max_turns, int) and max_turns >= 1:
-        return max_turns
+    if isinstance(env, TurnLimited) and isinstance(env.max_turns, int) and env.max_turns >= 1:
+        return env.max_turns
     return _DEFAULT_STEP_LIMIT
 
 
-def episode_record(env: Any, policy: PolicyLike, episode_id: str | None, sample: int, *,
+def episode_record(env: Env, policy: PolicyLike, episode_id: str | None, sample: int, *,
                    stop_reason: str | None = None, metadata: Mapping[str, Any] | None = None) -> Trajectory:
     """A copy of ``env.trajectory`` labelled with the episode and the policy (a later
     ``env.reset()`` cannot touch it; TurnRecords are frozen); ``stop_reason`` and ``metadata``,
     when given, override the env's stop reason and add to its metadata."""
-    trajectory = getattr(env, "trajectory", None)
+    trajectory = env.trajectory if isinstance(env, Env) else None
     if not isinstance(trajectory, Trajectory):
         raise ConfigError(f"{type(env).__name__} keeps no env.trajectory; run_episode needs an "
                           "agentenv environment such as CodingEnv or MultiTurnCodingEnv")
@@ -72,7 +72,7 @@ def episode_record(env: Any, policy: PolicyLike, episode_id: str | None, sample:
     )
 
 
-def _finish(env: Any, policy: PolicyLike, episode_id: str | None, sample: int,
+def _finish(env: Env, policy: PolicyLike, episode_id: str | None, sample: int,
             error: PolicyCallError | None = None) -> Trajectory:
     if error is None:
         return episode_record(env, policy, episode_id, sample)
@@ -86,33 +86,21 @@ def _ends_episode(exc: PolicyCallError) -> bool:
     return not exc.transient
 
 
-_TAKES_SEED: dict[type, bool] = {}
-
-
-def _reset_takes_seed(env_type: type) -> bool:
-    if env_type not in _TAKES_SEED:
-        try:
-            _TAKES_SEED[env_type] = "seed" in inspect.signature(getattr(env_type, "reset")).parameters  # noqa: B009
-        except (TypeError, ValueError, AttributeError):
-            _TAKES_SEED[env_type] = False
-    return _TAKES_SEED[env_type]
-
-
-def _reset(env: Any, task_index: int | None, seed: int | None, snapshot: EpisodeSnapshot | None = None) -> Any:
+def _reset(env: Env, task_index: int | None, seed: int | None, snapshot: EpisodeSnapshot | None = None) -> Any:
     """``env.reset(task_index=...)``, passing ``seed=`` too when given and the env takes it;
     with a ``snapshot``, ``env.restore(snapshot, seed=seed)`` instead (the episode goes on)."""
     if snapshot is not None:
-        restore = getattr(env, "restore", None)
-        if restore is None:
+        if not isinstance(env, ResumableEnv):
             raise ConfigError(f"{type(env).__name__} has no restore(); an episode can be continued "
                               "from a snapshot only in an env that takes snapshots (MultiTurnCodingEnv)")
-        return restore(snapshot, seed=seed)
-    if seed is not None and _reset_takes_seed(type(env)):
-        return env.reset(task_index=task_index, seed=seed)
+        return env.restore(snapshot, seed=seed)
+    if seed is not None and reset_takes_seed(env):
+        seeded: Any = env  # its reset takes seed= (checked above), which Env does not promise
+        return seeded.reset(task_index=task_index, seed=seed)
     return env.reset(task_index=task_index)
 
 
-def _did_not_end(env: Any, limit: int) -> EnvStateError:
+def _did_not_end(env: Env, limit: int) -> EnvStateError:
     return EnvStateError(f"{type(env).__name__} did not end its episode within {limit} steps; "
                          "give the env a max_turns or pass max_steps=... to run_episode")
 
@@ -125,7 +113,7 @@ def _raise_infra_error(info: Any) -> None:
         raise SandboxError(str(reason))
 
 
-def run_episode(env: Any, policy: Policy, *, task_index: int | None = None, max_steps: int | None = None,
+def run_episode(env: Env, policy: Policy, *, task_index: int | None = None, max_steps: int | None = None,
                 episode_id: str | None = None, sample: int = 0, seed: int | None = None,
                 snapshot: EpisodeSnapshot | None = None) -> Trajectory:
     """Reset ``env`` (on ``tasks[task_index]``, or a seeded random task), then step it with
@@ -151,7 +139,7 @@ def run_episode(env: Any, policy: Policy, *, task_index: int | None = None, max_
     raise _did_not_end(env, limit)
 
 
-async def arun_episode(env: Any, policy: PolicyLike, *, task_index: int | None = None,
+async def arun_episode(env: Env, policy: PolicyLike, *, task_index: int | None = None,
                        max_steps: int | None = None, episode_id: str | None = None, sample: int = 0,
                        seed: int | None = None, policy_slots: asyncio.Semaphore | None = None,
                        policy_executor: Executor | None = None,
@@ -160,7 +148,7 @@ async def arun_episode(env: Any, policy: PolicyLike, *, task_index: int | None =
     ``policy_executor`` runs a blocking (sync) policy's calls (default: the loop's executor)."""
     limit = _step_limit(env, max_steps)
     obs = _reset(env, task_index, seed, snapshot)
-    astep = getattr(env, "astep", None)
+    asynchronous = env if isinstance(env, AsyncEnv) else None
     for _ in range(limit):
         try:
             async with policy_slots if policy_slots is not None else contextlib.nullcontext():
@@ -169,8 +157,8 @@ async def arun_episode(env: Any, policy: PolicyLike, *, task_index: int | None =
             if not _ends_episode(exc):
                 raise
             return _finish(env, policy, episode_id, sample, exc)
-        if astep is not None:
-            obs, _reward, done, info = await astep(action)
+        if asynchronous is not None:
+            obs, _reward, done, info = await asynchronous.astep(action)
         else:
             obs, _reward, done, info = await asyncio.to_thread(env.step, action)
         _raise_infra_error(info)

@@ -36,6 +36,7 @@ from agentenv.errors import (
 from agentenv.log import get_logger
 from agentenv.policies.base import PolicyLike, blocks
 from agentenv.records import Trajectory
+from agentenv.rollout.contract import Env
 from agentenv.rollout.episode import arun_episode
 from agentenv.rollout.partial import partial_record, resume_snapshot
 from agentenv.rollout.plan import EpisodeSpec, RolloutConfig, make_env
@@ -56,7 +57,7 @@ STOP_GRACE_SECONDS = 10.0
 
 # (config, tasks, episode seed) -> a fresh environment; make_env unless you bring your own
 # (a custom reward_fn, grader or env class). For the Ray backend it must be picklable.
-EnvFactory = Callable[[RolloutConfig, Sequence[Task], int], Any]
+EnvFactory = Callable[[RolloutConfig, Sequence[Task], int], Env]
 
 
 @dataclass(frozen=True)
@@ -85,16 +86,16 @@ class EnvPool:
         self.tasks = list(tasks)
         self.config = config
         self.env_factory = env_factory
-        self._free: list[Any] = []
+        self._free: list[Env] = []
         self.built = 0
 
-    def acquire(self, seed: int) -> Any:
+    def acquire(self, seed: int) -> Env:
         if self._free:
             return self._free.pop()
         self.built += 1
         return self.env_factory(self.config, self.tasks, seed)
 
-    def release(self, env: Any) -> None:
+    def release(self, env: Env) -> None:
         self._free.append(env)
 
 

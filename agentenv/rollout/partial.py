@@ -34,13 +34,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
 
 from agentenv.choices import StopReason
 from agentenv.envs.multiturn import EpisodeSnapshot
 from agentenv.errors import ConfigError, EnvStateError, PolicyCallError, SandboxError
 from agentenv.policies.base import PolicyLike
 from agentenv.records import Trajectory
+from agentenv.rollout.contract import Env, ResumableEnv
 from agentenv.rollout.episode import episode_record
 
 __all__ = ["PARTIAL_KEY", "RESUMED_KEY", "partial_record", "partial_stop_reason", "resume_snapshot"]
@@ -66,19 +66,19 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def partial_record(env: Any, policy: PolicyLike, episode_id: str | None, sample: int,
+def partial_record(env: Env, policy: PolicyLike, episode_id: str | None, sample: int,
                    exc: BaseException) -> Trajectory | None:
     """The partial record of the episode ``env`` is in, stopped by ``exc``; None when there is
     nothing to keep (no graded turn, an error that is not the infrastructure's, or an env that
     cannot be snapshotted between turns)."""
     stop_reason = partial_stop_reason(exc)
-    trajectory = getattr(env, "trajectory", None)
-    snapshot = getattr(env, "snapshot", None)
-    if stop_reason is None or snapshot is None or not isinstance(trajectory, Trajectory) \
-            or not trajectory.turns or trajectory.stop_reason is not None:
+    if stop_reason is None or not isinstance(env, ResumableEnv):
+        return None
+    trajectory = env.trajectory
+    if not isinstance(trajectory, Trajectory) or not trajectory.turns or trajectory.stop_reason is not None:
         return None
     try:
-        state: EpisodeSnapshot = snapshot()
+        state: EpisodeSnapshot = env.snapshot()
     except EnvStateError:  # not between turns (a grading that raised leaves it there, else not)
         return None
     kept = {"error": _describe(exc), "conversation": dict(state.conversation), "feedback": state.feedback,

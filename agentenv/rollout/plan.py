@@ -18,6 +18,7 @@ from typing import Any
 from agentenv.choices import Backend, FeedbackSource, Mode, StopWhen, parse, values
 from agentenv.errors import ConfigError
 from agentenv.prompts import Prompts
+from agentenv.rollout.contract import Env
 from agentenv.settings import (
     DEFAULT_CONCURRENCY,
     DEFAULT_MAX_TURNS,
@@ -171,7 +172,7 @@ def run_identity(config: RolloutConfig, tasks: Sequence[Task]) -> dict[str, Any]
             "template_ids": dict(Prompts(prompts_dir=config.prompts_dir).template_ids)}
 
 
-def make_env(config: RolloutConfig, tasks: Sequence[Task], seed: int) -> Any:
+def make_env(config: RolloutConfig, tasks: Sequence[Task], seed: int) -> Env:
     """The environment one episode runs in: CodingEnv or MultiTurnCodingEnv per ``config.mode``,
     with the same options in both (prompts, tokenizer, budget, feedback source)."""
     options: dict[str, Any] = {"token_budget": config.token_budget, "feedback_from": config.feedback_from,

@@ -32,6 +32,7 @@ from agentenv.errors import ConfigError, EnvStateError
 from agentenv.log import get_logger
 from agentenv.policies.base import PolicyLike, acall_policy, policy_model, policy_name
 from agentenv.records import Trajectory
+from agentenv.rollout.contract import BranchingEnv, Env
 from agentenv.rollout.plan import RolloutConfig, episode_seed, make_env, run_identity, task_set_hash
 from agentenv.rollout.runner import EnvFactory, RolloutResult
 from agentenv.rollout.store import RunStore
@@ -52,14 +53,27 @@ def _label(trajectory: Trajectory, policy: PolicyLike, episode_id: str, root: in
     )
 
 
-async def _step(env: Any, policy: PolicyLike, obs: Any, slots: asyncio.Semaphore) -> tuple[Any, bool]:
+def _branching(env: Env) -> BranchingEnv:
+    if not isinstance(env, BranchingEnv):
+        raise ConfigError(f"{type(env).__name__} cannot be branched: a repair tree needs an env with "
+                          "astep, max_turns, snapshot and restore (MultiTurnCodingEnv)")
+    return env
+
+
+def _record(env: Env) -> Trajectory:
+    if env.trajectory is None:
+        raise EnvStateError(f"{type(env).__name__} has no trajectory after its episode")
+    return env.trajectory
+
+
+async def _step(env: BranchingEnv, policy: PolicyLike, obs: Any, slots: asyncio.Semaphore) -> tuple[Any, bool]:
     async with slots:
         action = await acall_policy(policy, obs)
     obs, _reward, done, _info = await env.astep(action)
     return obs, done
 
 
-async def _play_to_end(env: Any, policy: PolicyLike, obs: Any, slots: asyncio.Semaphore) -> int:
+async def _play_to_end(env: BranchingEnv, policy: PolicyLike, obs: Any, slots: asyncio.Semaphore) -> int:
     """Step a restored branch until its episode ends; the policy calls it took."""
     calls, done = 0, False
     while not done:
@@ -104,21 +118,21 @@ async def arun_repair_trees(tasks: Sequence[Task], policy: PolicyLike, config: R
             counts["resumed_roots"] += 1
             return
         seed = episode_seed(config.seed, name, root)
-        env = env_factory(config, tasks, seed)
+        env = _branching(env_factory(config, tasks, seed))
         obs = env.reset(task_index=task_index, seed=seed)
         obs, done = await _step(env, policy, obs, slots)  # the root's first program
         counts["calls"] += 1
         if done:
-            out = [_label(env.trajectory, policy, root_id, root, None, 0)]
+            out = [_label(_record(env), policy, root_id, root, None, 0)]
         else:
             snapshot = env.snapshot()
             out = []
             for branch in range(repairs):
-                branch_env = env_factory(config, tasks, seed)
+                branch_env = _branching(env_factory(config, tasks, seed))
                 branch_obs = branch_env.restore(snapshot, seed=episode_seed(config.seed, root_id, branch))
                 calls = await _play_to_end(branch_env, policy, branch_obs, slots)
                 counts["calls"] += calls  # (not `+= await`: that reads the count before awaiting)
-                out.append(_label(branch_env.trajectory, policy, f"{root_id}.{branch}", root, branch, 1))
+                out.append(_label(_record(branch_env), policy, f"{root_id}.{branch}", root, branch, 1))
             counts["saved"] += repairs - 1  # the first turn was generated and graded once, not M times
         if store is not None:
             for trajectory in out:
