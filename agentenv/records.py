@@ -151,7 +151,8 @@ class TurnRecord:
     logprobs: tuple[float, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return serial.to_data(self)
+        data: dict[str, Any] = serial.to_data(self)
+        return data
 
     @classmethod
     def from_result(

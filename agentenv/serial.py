@@ -54,7 +54,8 @@ def decode(line: bytes | str, kind: type[T]) -> T:
     if decoder is None:
         decoder = _DECODERS[kind] = msgspec.json.Decoder(kind, strict=False)
     try:
-        return decoder.decode(line)
+        value: T = decoder.decode(line)
+        return value
     except msgspec.DecodeError:
         # msgspec refuses an escaped lone surrogate (what encode writes for candidate text
         # UTF-8 cannot hold); Python's json reads it back as it was.
@@ -64,4 +65,5 @@ def decode(line: bytes | str, kind: type[T]) -> T:
             data = json.loads(line)
         except ValueError:
             raise msgspec.DecodeError("not a JSON line") from None
-        return from_data(data, kind)
+        built: T = from_data(data, kind)
+        return built

@@ -75,14 +75,17 @@ async def acall_policy(policy: PolicyLike, obs: Observation, executor: Executor 
     """
     # The text is returned as it came (a Completion keeps its usage numbers).
     call: Any = policy
+    text: str
     if _has_acall(policy):
-        return await call.acall(obs)
-    if _is_coroutine_callable(policy):
-        return await call(obs)
-    if _inline(policy):
-        return call(obs)
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(executor, functools.partial(call, obs))
+        text = await call.acall(obs)
+    elif _is_coroutine_callable(policy):
+        text = await call(obs)
+    elif _inline(policy):
+        text = call(obs)
+    else:
+        loop = asyncio.get_running_loop()
+        text = await loop.run_in_executor(executor, functools.partial(call, obs))
+    return text
 
 
 def policy_name(policy: Any) -> str:

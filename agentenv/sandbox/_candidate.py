@@ -63,7 +63,8 @@ def ended(nonce: object) -> bytes | None:
     if not isinstance(nonce, str) or not nonce:
         return None
     try:
-        return _wire.encode_frame(nonce, {_schema.TYPE: _schema.DONE}) + FINISHED
+        frame: bytes = _wire.encode_frame(nonce, {_schema.TYPE: _schema.DONE})
+        return frame + FINISHED
     except (UnicodeError, ValueError):
         return None
 

@@ -106,7 +106,8 @@ def write_message(fd: int, message: dict[str, Any]) -> None:
 
 def read_job(fd: int) -> bytes | None:
     """A job's payload (JSON bytes, handed on to the child as they are); None at end of stream."""
-    return _framing.read_frame(fd)
+    frame: bytes | None = _framing.read_frame(fd)
+    return frame
 
 
 def _reported(fd: int, report: bytes) -> bool:
@@ -120,7 +121,7 @@ def _reported(fd: int, report: bytes) -> bool:
             return False
     except OSError:
         return False
-    return _framing.read_exact(fd, len(report)) == report
+    return bool(_framing.read_exact(fd, len(report)) == report)
 
 
 def _scheduling(pid: int) -> tuple[int, int, set[int]]:
@@ -276,7 +277,8 @@ class Worker:
                 ends[pair.judge.res_r] = _candidate.ended(header.get("judge_nonce"))
             clock = _monitor.Clock(time.monotonic(), timeout, self.cpu_rate,
                                    start + max(wall, timeout), start + cap, waited)
-            outcome = _monitor.watch(runs, caps, clock, since, self, ends=ends, started=STARTED)
+            outcome: dict[str, Any] = _monitor.watch(runs, caps, clock, since, self, ends=ends,
+                                                     started=STARTED)
         finally:
             for each in runs:
                 each.close()
@@ -339,18 +341,19 @@ class Worker:
     # What the run monitor asks of the worker (_monitor.Supervisor).
 
     def exited(self, pid: int) -> bool:
-        return self._ask(Op.POLL, pid).kind == Answer.ENDED
+        return bool(self._ask(Op.POLL, pid).kind == Answer.ENDED)
 
     def reap(self, pid: int) -> int:
-        return self._ask(Op.WAIT, pid).value
+        return int(self._ask(Op.WAIT, pid).value)
 
     def reap_later(self, pid: int) -> None:
         self.unreaped.append(pid)
 
     def processes(self, pids: Sequence[int], since: int,
                   delays: bool = False) -> list[_monitor.Process]:
-        return _monitor.processes(pids, since, namespaces=self.namespaces,
-                                  zygote_pid=self.zygote_pid, delays=delays)
+        seen: list[_monitor.Process] = _monitor.processes(
+            pids, since, namespaces=self.namespaces, zygote_pid=self.zygote_pid, delays=delays)
+        return seen
 
 class _PairedRun:
     """The judge half of a run with non-decomposable checks: a prepared run turned into ``J``.
