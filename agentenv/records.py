@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentenv import serial
+from agentenv.choices import FeedbackSource, Mode, StopReason, values
 from agentenv.choices import Outcome as OutcomeKind
-from agentenv.choices import StopReason, values
 from agentenv.grading.result import Failure, RunResult
 
 __all__ = [
@@ -224,10 +224,10 @@ class Trajectory:
     template_ids: dict[str, str] = field(default_factory=dict)
     opening: list[dict[str, str]] = field(default_factory=list)
     turns: list[TurnRecord] = field(default_factory=list)
-    stop_reason: str | None = None
+    stop_reason: StopReason | None = None
     difficulty: str | None = None
-    mode: str = "multi_turn"
-    feedback_from: str = "all"
+    mode: Mode = Mode.MULTI_TURN
+    feedback_from: FeedbackSource = FeedbackSource.ALL
     decided_by: str = "checks"
     episode_id: str | None = None
     sample: int = 0

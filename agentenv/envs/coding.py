@@ -48,7 +48,7 @@ class CodingEnv(EpisodeCore):
     called again to retry. ``on_infra_error="raise"`` raises the ``SandboxError`` instead.
     """
 
-    mode: str = Mode.SINGLE_STEP.value
+    mode: Mode = Mode.SINGLE_STEP
 
     def __init__(self, tasks: Sequence[Task] = TASKS, timeout: float = DEFAULT_TIMEOUT, seed: int | None = None,
                  *, reward_fn: RewardFn = dense_reward, isolation: str | None = None,

@@ -76,10 +76,10 @@ TRANSITIONS: Mapping[ConversationState, frozenset[ConversationState]] = MappingP
 
 TERMINAL_STATES: frozenset[ConversationState] = frozenset({_S.SOLVED, _S.OUT_OF_TURNS, _S.OUT_OF_TOKENS})
 
-STOP_REASON_OF: Mapping[ConversationState, str] = MappingProxyType({
-    _S.SOLVED: StopReason.SOLVED.value,
-    _S.OUT_OF_TURNS: StopReason.MAX_TURNS.value,
-    _S.OUT_OF_TOKENS: StopReason.TOKEN_BUDGET.value,
+STOP_REASON_OF: Mapping[ConversationState, StopReason] = MappingProxyType({
+    _S.SOLVED: StopReason.SOLVED,
+    _S.OUT_OF_TURNS: StopReason.MAX_TURNS,
+    _S.OUT_OF_TOKENS: StopReason.TOKEN_BUDGET,
 })
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentenv.choices import Mode, StopReason
+from agentenv.choices import FeedbackSource, Mode, StopReason
 from agentenv.envs.budget import ReplyBudget
 from agentenv.envs.conversation import STOP_REASON_OF, Conversation, ConversationState
 from agentenv.envs.info import StepInfo
@@ -78,7 +78,7 @@ class EpisodeCore:
     its single-step face (one turn)."""
 
     # "multi_turn", or "single_step" for the bandit face (its own stop reason, always terminated)
-    mode: str = Mode.MULTI_TURN.value
+    mode: Mode = Mode.MULTI_TURN
 
     def __init__(
         self,
@@ -135,7 +135,7 @@ class EpisodeCore:
 
     # -- the options, as the envs and their callers read them ------------------------------------
     @property
-    def feedback_from(self) -> str:
+    def feedback_from(self) -> FeedbackSource:
         return self.visibility.feedback_from
 
     @property
@@ -345,9 +345,9 @@ class EpisodeCore:
                            if self.visibility.shows_hidden else None))
         return self._observation(), reward, conv.done, info
 
-    def _stop_reason(self, state: ConversationState) -> str | None:
+    def _stop_reason(self, state: ConversationState) -> StopReason | None:
         if self.mode == Mode.SINGLE_STEP:
-            return StopReason.SINGLE_STEP.value  # a bandit episode simply ends: neither solved nor cut short
+            return StopReason.SINGLE_STEP  # a bandit episode simply ends: neither solved nor cut short
         return STOP_REASON_OF.get(state)
 
     def step(self, action: str) -> StepResult:
@@ -388,7 +388,7 @@ class EpisodeCore:
         back (nothing recorded but the fault); a single-step episode ends there, flagged."""
         conv = self._conversation
         single = self.mode == Mode.SINGLE_STEP
-        reason = self.recorder.infra_fault(exc, StopReason.INFRA_ERROR.value if single else None)
+        reason = self.recorder.infra_fault(exc, StopReason.INFRA_ERROR if single else None)
         assert self.trajectory is not None
         info = infra_info(task=sub.task, turn=conv.turn + 1, view=self.visibility.view,
                           reply_cut=sub.cut, tokens_used=conv.tokens_used,

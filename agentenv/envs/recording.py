@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentenv.choices import FeedbackSource, Mode, StopReason
 from agentenv.envs.info import StepInfo
 from agentenv.grading.redact import redact_result, secret_values
 from agentenv.grading.result import RunResult
@@ -54,8 +55,9 @@ class Recorder:
         self._secrets: tuple[str, ...] = ()
 
     def open(self, task: Task, *, seed: int | None, max_turns: int, token_budget: int | None,
-             template_ids: Mapping[str, str], opening: Sequence[tuple[str, str]], mode: str,
-             feedback_from: str, decided_by: str, metadata: Mapping[str, Any]) -> Trajectory:
+             template_ids: Mapping[str, str], opening: Sequence[tuple[str, str]], mode: Mode,
+             feedback_from: FeedbackSource, decided_by: str,
+             metadata: Mapping[str, Any]) -> Trajectory:
         """Start the trajectory of a new episode."""
         self._secrets = secret_values()
         self.trajectory = Trajectory(
@@ -85,7 +87,7 @@ class Recorder:
 
     def turn(self, sub: Submission, *, turn: int, hidden: RunResult, visible: RunResult | None,
              score: float, action_tokens: int, observation_tokens: int, cumulative_tokens: int,
-             feedback: str, stop_reason: str | None) -> TurnRecord:
+             feedback: str, stop_reason: StopReason | None) -> TurnRecord:
         """Record a graded turn (and the episode's stop reason so far)."""
         trajectory = self.trajectory
         assert trajectory is not None
@@ -102,7 +104,7 @@ class Recorder:
         trajectory.stop_reason = stop_reason
         return record
 
-    def infra_fault(self, exc: BaseException, stop_reason: str | None) -> str:
+    def infra_fault(self, exc: BaseException, stop_reason: StopReason | None) -> str:
         """Flag a step the sandbox could not grade; the fault as recorded."""
         trajectory = self.trajectory
         assert trajectory is not None

@@ -26,8 +26,8 @@ class Visibility:
     """``feedback_from`` and ``stop_when``, checked, and what they mean for one step."""
 
     def __init__(self, feedback_from: str = "all", stop_when: str = "hidden") -> None:
-        self.feedback_from = parse(FeedbackSource, feedback_from, "feedback_from").value
-        self.stop_when = parse(StopWhen, stop_when, "stop_when").value
+        self.feedback_from = parse(FeedbackSource, feedback_from, "feedback_from")
+        self.stop_when = parse(StopWhen, stop_when, "stop_when")
         # Visible checks get a sandbox run of their own whenever the policy is shown (or stopped
         # by) their result: then nothing it sees can depend on what the code did on hidden inputs.
         self.apart = self.feedback_from == FeedbackSource.VISIBLE or self.stop_when == StopWhen.VISIBLE

@@ -43,6 +43,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from agentenv.choices import Mode, StopReason
 from agentenv.errors import ConfigError
 from agentenv.records import Trajectory
 from agentenv.report.budget import episode_cost
@@ -221,8 +222,8 @@ def _task_row(samples: Sequence[Trajectory], episodes: Sequence[Trajectory], k: 
 def first_turns(trajectories: Sequence[Trajectory]) -> list[Trajectory]:
     """Multi-turn episodes cut to their first turn, as the fresh samples of the resample arm
     (a first turn does not depend on anything after it)."""
-    return [dataclasses.replace(t, turns=t.turns[:1], mode="single_step", max_turns=1,
-                                stop_reason="single_step") for t in trajectories]
+    return [dataclasses.replace(t, turns=t.turns[:1], mode=Mode.SINGLE_STEP, max_turns=1,
+                                stop_reason=StopReason.SINGLE_STEP) for t in trajectories]
 
 
 def _check_inputs(single: Sequence[Trajectory], multi: Sequence[Trajectory], k: int | None) -> int:

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
 
+from agentenv.choices import StopReason
 from agentenv.errors import ConfigError, EnvStateError, PolicyCallError, SandboxError
 from agentenv.policies.base import Policy, PolicyLike, acall_policy, policy_model, policy_name
 from agentenv.records import Trajectory
@@ -67,7 +68,7 @@ def episode_record(env: Env, policy: PolicyLike, episode_id: str | None, sample:
     return dataclasses.replace(
         trajectory, turns=list(trajectory.turns), template_ids=dict(trajectory.template_ids),
         metadata={**trajectory.metadata, **(metadata or {})}, episode_id=episode_id, sample=sample,
-        stop_reason=stop_reason if stop_reason is not None else trajectory.stop_reason,
+        stop_reason=StopReason(stop_reason) if stop_reason is not None else trajectory.stop_reason,
         policy=policy_name(policy), model=policy_model(policy),
     )
 
