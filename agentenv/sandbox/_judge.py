@@ -44,21 +44,33 @@ read from ``G``. ``StopIteration`` still arrives as :class:`CandidateError` (see
 Everything else on a handle is one request to ``G``, which applies Python's own dispatch there
 (reflected operators, ``__iadd__``, ``__index__``, ``__format__``...): calls, attributes
 (properties, class- and static methods), ``len``, ``hash``, ``bool``, ``str``/``repr``/``format``,
-items, arithmetic, ``abs``/``round``/``int``/``float``, ``with``, and iteration, which fetches
+items, ``abs``/``round``/``int``/``float``, ``with``, and iteration, which fetches
 items in growing batches. Results that are plain data come back as copies, anything else as
-handles. Where the check's own data meets a candidate object, the candidate does not get the
-last word:
+handles.
 
-- ``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=`` between a candidate object and a value of the
-  check's are decided here, on the object's value as its builtin base class holds it (an
-  ``int`` subclass by its int value, a ``list`` subclass by its items), never by the
-  candidate's dunder; an object whose class derives from no builtin value type is equal only
-  to itself and not ordered against data. Between two candidate objects the candidate's dunder
-  decides, as in Python: a do-nothing stub cannot define the class, so it earns nothing there
-  (such a task is hackable in Python too).
-- ``x in obj`` with ``x`` the check's: the candidate's ``__contains__`` decides only when the
-  check names ``obj``'s class (looks up a class of the candidate's of which ``obj`` is an
-  instance); otherwise it is decided on the builtin base value, or it is a ``TypeError``.
+**Operands.** The check's own data (its expected values above all) never crosses to the
+candidate as the operand of an operation on an object the candidate returned: a dunder that
+received it could record it and answer a later exact ``==`` with it. So where the check's data
+meets a candidate object, the operation is decided here, on the object's value as its builtin
+base class holds it (an ``int`` subclass by its int value, a ``list`` subclass by a copy of its
+items), never by the candidate's dunder:
+
+- ``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=``: an object whose class derives from no builtin
+  value type is equal only to itself and not ordered against data;
+- arithmetic (``+ - * / // % ** << >> & | ^ @``, ``divmod``, the augmented forms, reflected
+  or not): computed here on the base value, giving plain data; with no base value it is a
+  ``TypeError``, as for a class without the operator. So ``abs(f(x) - expected) < 1e-6`` is
+  decided on real numbers, whatever ``__sub__``/``__abs__``/``__lt__`` the candidate wrote;
+- ``x in obj``: decided on the base value, or a ``TypeError``.
+
+Two exceptions, both Python's semantics where the check itself hands the candidate its
+operands. Between two candidate objects (``v + Vector(1, 2)``) the candidate's dunder decides,
+as in Python: no check data crosses, and a do-nothing stub cannot define the class (such a task
+is hackable in Python too). And an instance of a class the check names by a class name (looks
+up a capitalised name, PEP 8's convention for classes, which the planner relies on too) gets
+the check's operands: ``Vector(1, 1) * 3``, ``c = Counter2(); c += 3``, ``1 in stack``: a task
+about a class's operators passes them as that class's inputs. A function entry point (named
+in lower case) that returns an object never does, even if the candidate made it a class.
 - *Impostors*: a candidate class bound to a name the standard library's value modules use
   (``Fraction``, ``Decimal``, ``date``, ``Counter``...) never decides a comparison, not even
   between two of its instances (the task means the standard class).
@@ -209,6 +221,12 @@ _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
     "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le,
     "gt": operator.gt, "ge": operator.ge}
 _NO_BASE = object()  # the candidate object's class derives from no builtin value type
+# The operators of ``_binary``, applied here to a candidate object's builtin base value.
+_ARITHMETIC: dict[str, Callable[[Any, Any], Any]] = {"divmod": divmod}
+for _op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lshift", "rshift",
+            "and_", "or_", "xor", "matmul"):
+    _ARITHMETIC[_op.rstrip("_")] = getattr(operator, _op)
+    _ARITHMETIC["i" + _op.rstrip("_")] = getattr(operator, "i" + _op.rstrip("_"))
 
 
 class _Buffer:
@@ -287,10 +305,7 @@ def _do(op: str, *operands: Any) -> Any:
 
 def _binary(op: str, reflected: bool = False) -> Callable[..., Any]:
     def method(self: Any, other: Any) -> Any:
-        chan = _state(self).chan
-        if not chan.sendable(other):
-            return NotImplemented
-        return chan.do(op, (other, self) if reflected else (self, other))
+        return _state(self).chan.arithmetic(op, self, other, reflected)
     method.__name__ = f"__{'r' if reflected else ''}{op}__"
     return method
 
@@ -692,8 +707,8 @@ class _Channel:
         if isinstance(value, _Mirror):
             if name in _stdlib_value_names():
                 self.impostors.add(value)  # see "Impostors" in the module docstring
-            else:
-                self.named.add(value)  # a class the check names: see "in" in the module docstring
+            elif name[:1].isupper():
+                self.named.add(value)  # a class the check names: see "Operands" in the docstring
         return True, value
 
     def outcome(self, reply: dict[str, Any], what: str) -> Any:
@@ -937,8 +952,26 @@ class _Channel:
             return NotImplemented
         return _COMPARE[op](value, other)
 
+    def asked(self, obj: Any) -> bool:
+        """Whether ``obj`` is an instance of a class the check names by a class name (see
+        "Operands" in the module docstring): only then do its dunders get the check's data."""
+        return any(isinstance(obj, cls) for cls in self.named)
+
+    def arithmetic(self, op: str, handle: Any, other: Any, reflected: bool) -> Any:
+        """``handle <op> other`` (``other <op> handle`` when ``reflected``): see "Operands"."""
+        if id(other) in _STATE or self.asked(handle):
+            # two candidate objects, or an instance of a class the check names: Python's
+            # dispatch, in the candidate's process
+            if not self.sendable(other):
+                return NotImplemented
+            return self.do(op, (other, handle) if reflected else (handle, other))
+        value = self.base(handle)
+        if value is _NO_BASE:
+            return NotImplemented  # as for a class without the operator: a TypeError
+        return _ARITHMETIC[op](other, value) if reflected else _ARITHMETIC[op](value, other)
+
     def contains(self, container: Any, item: Any) -> bool:
-        if id(item) in _STATE or any(isinstance(container, cls) for cls in self.named):
+        if id(item) in _STATE or self.asked(container):
             return bool(self.do("contains", (container, item)))
         value = self.base(container)
         if value is not _NO_BASE:
