@@ -6,11 +6,18 @@ agentenv enforces (the contract in ``ARCHITECTURE.md``):
 
 - names the task binds (its prelude, its setup, the checks run before this one) are the task's:
   the judge process binds them itself, and the candidate's rebinding of them is never seen;
-- a standard-library module, or a name the candidate bound by importing from the standard
-  library (``from re import fullmatch``: the check relies on that import, as in Python), is
-  the judge's own fresh import, whatever the candidate did to its copy;
-- everything else (the entry point, the classes and functions the candidate defines) is the
-  candidate's.
+- a standard-library module or a third-party package exposed to the candidate
+  (:func:`exposed_packages`), or a name the candidate bound by importing from one
+  (``from re import fullmatch``, ``import numpy as np``: the check relies on that import, as in
+  Python), is the judge's own fresh import, whatever the candidate did to its copy; a name the
+  candidate bound to a module object some other way is the judge's import of that module's
+  name, or unbound;
+- what the task asks the candidate to define (:func:`asked_names`: the entry point and what
+  the reference solution defines) is the candidate's. When the task says what that is, every
+  other name a check reads stays unbound in the judge (a ``NameError``, as in a fresh
+  interpreter running the task without the candidate's extras): a helper the candidate
+  defines (``isclose``, ``np``) never gets the check's data. Without it (``run_tests`` called
+  with no ``defines``) every other name is the candidate's, as in plain Python.
 
 :func:`task_names` and :func:`candidate_imports` give the plan what it needs to send every
 check that reads a task or standard-library name to the judge. :func:`setup_for_candidate`
@@ -28,8 +35,11 @@ import functools
 import importlib
 import sys
 
-__all__ = ["STDLIB_MODULES", "bound_names", "candidate_imports", "read_names", "setup_for_candidate",
-           "task_names"]
+from agentenv import settings
+from agentenv.sandbox._isolation import package_dirs
+
+__all__ = ["STDLIB_MODULES", "asked_names", "bound_names", "candidate_imports", "exposed_packages",
+           "read_names", "setup_for_candidate", "task_names"]
 
 STDLIB_MODULES = frozenset(getattr(sys, "stdlib_module_names", ()))
 # Importing these has effects beyond binding names (a browser, a window, printing): a star
@@ -194,10 +204,34 @@ def _binds_plain_math(source: str) -> bool:
     return True
 
 
+def exposed_packages() -> frozenset[str]:
+    """The top-level names of the third-party packages the sandbox exposes to candidates
+    (``AGENTENV_SANDBOX_PACKAGES``, or the installed default ones)."""
+    return _exposed(settings.sandbox_packages())
+
+
+@functools.lru_cache(maxsize=16)
+def _exposed(_chosen: str | None) -> frozenset[str]:
+    return frozenset(name for _, name in package_dirs() if name.isidentifier())
+
+
 @functools.lru_cache(maxsize=1024)
-def candidate_imports(code: str) -> dict[str, tuple[str, str]]:
+def asked_names(entry_point: str, reference: str | None = None) -> frozenset[str]:
+    """What a task asks the candidate to define: its entry point, and the module-level names
+    its reference solution defines itself (functions, classes, assignments; not imports)."""
+    asked = {entry_point} if entry_point else set()
+    tree = _parse(reference) if reference and reference.strip() else None
+    for node in _module_level(tree) if tree is not None else ():
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            asked |= _binds(node)
+    return frozenset(asked)
+
+
+@functools.lru_cache(maxsize=1024)
+def candidate_imports(code: str, packages: frozenset[str] = frozenset()) -> dict[str, tuple[str, str]]:
     """The names the candidate's code binds at module level by importing from the standard
-    library: ``{name: (module, attribute)}``, with ``attribute`` empty for a module itself.
+    library or from the exposed ``packages``: ``{name: (module, attribute)}``, with
+    ``attribute`` empty for a module itself.
 
     A check that reads one of them relies on the candidate having imported it (plain Python
     semantics); the judge makes the same import itself. (Cached: callers must not mutate it.)
@@ -209,7 +243,7 @@ def candidate_imports(code: str) -> dict[str, tuple[str, str]]:
     for node in _module_level(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.split(".")[0] not in STDLIB_MODULES:
+                if alias.name.split(".")[0] not in STDLIB_MODULES | packages:
                     found.pop(alias.asname or alias.name.split(".")[0], None)
                     continue
                 if alias.asname:
@@ -218,7 +252,7 @@ def candidate_imports(code: str) -> dict[str, tuple[str, str]]:
                     top = alias.name.split(".")[0]
                     found[top] = (top, "")
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-            stdlib = node.module.split(".")[0] in STDLIB_MODULES
+            stdlib = node.module.split(".")[0] in STDLIB_MODULES | packages
             for alias in node.names:
                 if alias.name != "*" and not stdlib:
                     found.pop(alias.asname or alias.name, None)

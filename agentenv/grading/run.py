@@ -15,11 +15,12 @@ import math
 import os
 import secrets
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from agentenv.choices import Equality, IsolationLevel, values
 from agentenv.errors import ConfigError, IsolationUnavailable
+from agentenv.grading import names
 from agentenv.grading.judging import judge
 from agentenv.grading.names import setup_for_candidate
 from agentenv.grading.plan import Plan, plan_checks
@@ -71,6 +72,7 @@ def run_tests(
     pool: Pool | None = None,
     equality: str = "python",
     prelude: str = "",
+    defines: Collection[str] | None = None,
 ) -> RunResult:
     """Run ``code_str`` against ``checks`` in a sandboxed process; judge on the trusted side.
 
@@ -88,6 +90,9 @@ def run_tests(
     imports, e.g. LiveCodeBench's). The judge runs prelude and ``setup_code`` itself; the
     candidate's process gets only the setup's definitions its code reads
     (:func:`~agentenv.grading.names.setup_for_candidate`), never the setup's data.
+    ``defines`` names what the task asks the candidate to define
+    (:func:`~agentenv.grading.names.asked_names`); when given, a check's other names never
+    resolve to the candidate's bindings (see :mod:`agentenv.grading.names`).
     """
     _validate(code_str, checks, timeout, isolation, float_tolerance, equality, prelude)
     limits = limits or DEFAULT_LIMITS
@@ -96,7 +101,9 @@ def run_tests(
         raise IsolationUnavailable(
             f"strict isolation was required but this sandbox pool runs at {pool.level!r}; "
             "install bubblewrap and allow unprivileged user namespaces, or pass isolation=None")
-    plan = plan_checks(checks, setup_code=setup_code or "", prelude=prelude, code=code_str)
+    asked = None if defines is None else frozenset(str(n) for n in defines)
+    plan = plan_checks(checks, setup_code=setup_code or "", prelude=prelude, code=code_str,
+                       defines=asked)
     result, objects = _run_plan(plan, code_str, timeout, setup_code, prelude, float_tolerance,
                                 equality, limits, pool)
     if objects and not result.timed_out:
@@ -104,7 +111,7 @@ def run_tests(
         # the judge process, which holds such objects as handles. Whether a value is plain is
         # the candidate's own doing, never a verdict, so the second run reveals nothing.
         plan = plan_checks(checks, setup_code=setup_code or "", prelude=prelude, code=code_str,
-                           rerouted=objects)
+                           rerouted=objects, defines=asked)
         first = result.exec_seconds
         result, _ = _run_plan(plan, code_str, timeout, setup_code, prelude, float_tolerance,
                               equality, limits, pool)
@@ -137,6 +144,8 @@ def _run_plan(plan: Plan, code_str: str, timeout: float, setup_code: str, prelud
     judge_job = ({"role": "judge", "nonce": judge_nonce, "setup": setup_code or "",
                   "prelude": prelude, "checks": plan.judge_items(), "limits": child_limits,
                   "imports": [list(item) for item in plan.imports],
+                  "packages": sorted(names.exposed_packages()),
+                  "defines": None if plan.defines is None else sorted(plan.defines),
                   "float_tolerance": float_tolerance}
                  if plan.needs_judge else None)
     raw = pool.run(job, float(run_seconds), limits, judge=judge_job)
@@ -191,6 +200,7 @@ async def arun_tests(
     pool: Pool | None = None,
     equality: str = "python",
     prelude: str = "",
+    defines: Collection[str] | None = None,
 ) -> RunResult:
     """The asyncio twin of :func:`run_tests`: same arguments, same result, off the event loop
     on agentenv's own bounded thread pool (never the loop's default executor)."""
@@ -200,6 +210,6 @@ async def arun_tests(
     call = functools.partial(
         run_tests, code_str, checks, timeout, setup_code=setup_code,
         float_tolerance=float_tolerance, isolation=isolation, limits=limits, pool=pool,
-        equality=equality, prelude=prelude,
+        equality=equality, prelude=prelude, defines=defines,
     )
     return await loop.run_in_executor(_grading_executor(), call)

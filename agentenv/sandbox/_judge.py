@@ -5,7 +5,7 @@ the same pristine zygote as the candidate process ``G``, with the same isolation
 (task data is untrusted input too), for runs whose plan has checks the trusted side cannot
 decompose (loops, several statements, helper functions, names from the setup code). Its job is
 ``{"role": "judge", "nonce", "prelude", "setup", "checks": [{"i", "src"}, ...], "limits",
-"float_tolerance", "imports"}``; besides its
+"float_tolerance", "imports", "packages", "defines"}``; besides its
 result pipe it holds one descriptor: its end of the channel to ``G`` (:mod:`_rpc`). ``G`` never
 sees this job: not the checks, not their expected values, not the setup as the judge runs it.
 
@@ -13,9 +13,14 @@ sees this job: not the checks, not their expected values, not the setup as the j
 process's own builtins and standard library; what they bind (earlier checks included) stays
 bound here, whatever the candidate rebinds. A name the candidate's code imported from the
 standard library (the job's ``imports``, read from its code by the parent) is imported here,
-fresh. Every other free global name that is not a builtin is looked up in the candidate's
-namespace when the check starts; a module there is answered with its name only, and a
-standard-library one is imported here (any other module stays unbound). Otherwise ``G``
+fresh; so is a third-party package exposed to the candidate (the job's ``packages``). With
+the job's ``defines`` (the names the task asks the candidate to define), only those are looked
+up in the candidate's namespace; every other free name stays unbound here, so a helper the
+candidate defines (``isclose``, an ``np`` of its own) never receives the check's data. Without
+it, every other free global name that is not a builtin is looked up in the candidate's
+namespace when the check starts. A module there is answered with its name: one named as a
+standard-library module or an exposed package is imported here (whatever module object the
+candidate made and named so), any other is a handle. Otherwise ``G``
 answers with plain data (a copy, rebuilt by
 :func:`_wire.decode_value`: only builtin and standard-library values are ever
 constructed here; an iterator consumed past what crossed of it fails the check, even if it
@@ -698,11 +703,15 @@ class _Channel:
         if reply.get("x") == "NameError" and "e" not in reply:
             return False, None
         result = reply.get("r")
-        if type(result) is list and len(result) == 2 and result[0] == "m":
-            # The candidate's name is bound to a module: a standard-library one is imported
-            # here, fresh (whatever the candidate did to its copy); any other is not plain data.
+        if type(result) is list and len(result) == 3 and result[0] == "m":
+            # The candidate's name is bound to a module: one named as a standard-library module
+            # or a package exposed to the candidate is imported here, fresh (whatever the
+            # candidate did to its copy, or whatever module object it made and named so); any
+            # other is the candidate's own object, a handle.
             module = _stdlib_module(result[1])
-            return (False, None) if module is None else (True, module)
+            if module is not None:
+                return True, module
+            reply = {"r": result[2]}
         value = self.outcome(reply, name)
         if isinstance(value, _Mirror):
             if name in _stdlib_value_names():
@@ -1157,9 +1166,14 @@ def _free_globals(source: str) -> tuple[set[str], set[str], set[str]]:
     return free, called & free, modules
 
 
+_PACKAGES: set[str] = set()  # the third-party packages exposed to the candidate (the job's)
+
+
 def _stdlib_module(name: Any) -> Any:
-    """The judge's own import of a standard-library module, or None."""
-    if type(name) is not str or name.split(".")[0] not in _STDLIB:
+    """The judge's own import of a standard-library module or of a package exposed to the
+    candidate (fresh in this process, whatever the candidate did to its copy), or None."""
+    if type(name) is not str or (name.split(".")[0] not in _STDLIB
+                                 and name.split(".")[0] not in _PACKAGES):
         return None
     try:
         return importlib.import_module(name)
@@ -1210,7 +1224,8 @@ class _Imported:
 
 
 def _bind(names: tuple[set[str], set[str], set[str]], ns: dict[str, Any], chan: _Channel, *,
-          check: bool, imports: dict[str, Any] | None = None) -> list[str]:
+          check: bool, imports: dict[str, Any] | None = None,
+          defines: frozenset[str] | None = None) -> list[str]:
     """Bind a program's free names (``_free_globals``' answer for it) in ``ns``; returns the
     proxies it added.
 
@@ -1220,14 +1235,15 @@ def _bind(names: tuple[set[str], set[str], set[str]], ns: dict[str, Any], chan: 
     the candidate bound to ``math``), and one the candidate's process says is a
     standard-library module. Only a ``check`` may get the
     candidate's version of a builtin name: setup code is helper code, and its builtins are
-    always the judge's own.
+    always the judge's own. With ``defines`` (the names the task asks the candidate to define),
+    no other name is looked up in the candidate's namespace: it stays unbound.
     """
     free, called, modules = names
     added: list[str] = []
     for name in sorted(free):
         if name in ns:
             continue
-        if name in modules:
+        if name in modules or name in _PACKAGES:
             module = _stdlib_module(name)
             if module is not None:
                 ns[name] = module
@@ -1238,13 +1254,13 @@ def _bind(names: tuple[set[str], set[str], set[str]], ns: dict[str, Any], chan: 
                 ns[name] = _Imported(value, name, chan) if isinstance(value, _FUNCTIONS) else value
                 added.append(name)
                 continue
-        if hasattr(builtins, name):
+        if hasattr(builtins, name) or (defines is not None and name not in defines):
             continue
         defined, value = chan.lookup(name)
         if defined:
             ns[name] = value
             added.append(name)
-    if (check and len(called) == 1
+    if (check and len(called) == 1 and (defines is None or called <= defines)
             and all(hasattr(builtins, name) and name not in ns for name in free)):
         # A check about a builtin name the candidate defines (see the module docstring): it
         # uses nothing but builtins and calls one name, which can only mean the candidate's.
@@ -1302,7 +1318,8 @@ def _compile(source: str, name: str, tolerance: float | None) -> Any:
 # -------------------------------------------------------------------- checks
 
 def _verdict(index: int, source: str, ns: dict[str, Any], chan: _Channel,
-             tolerance: float | None = None, imports: dict[str, Any] | None = None) -> dict[str, Any]:
+             tolerance: float | None = None, imports: dict[str, Any] | None = None,
+             defines: frozenset[str] | None = None) -> dict[str, Any]:
     base: dict[str, Any] = {TYPE: CHECK, INDEX: index}
     try:
         code = _compile(source, f"<check {index}>", tolerance)
@@ -1314,7 +1331,7 @@ def _verdict(index: int, source: str, ns: dict[str, Any], chan: _Channel,
     added: list[str] = []
     unreadable = _stdvalues.UNREADABLE[0]
     try:
-        added = _bind(names, ns, chan, check=True, imports=imports)
+        added = _bind(names, ns, chan, check=True, imports=imports, defines=defines)
         exec(code, ns)
     except BaseException as exc:
         error = exc
@@ -1371,6 +1388,9 @@ def run_judge(job: dict[str, Any], result_fd: int, peer_fd: int) -> None:
         ns[_CLOSE] = lambda a, b: _close(a, b, tolerance)
     imports = {str(entry[0]): entry for entry in job.get("imports") or ()
                if type(entry) is list and len(entry) == 3}
+    _PACKAGES.update(str(n) for n in job.get("packages") or () if type(n) is str and n.isidentifier())
+    raw_defines = job.get("defines")
+    defines = (frozenset(str(n) for n in raw_defines) if type(raw_defines) is list else None)
     label = "setup"
     try:
         # The task's prelude (a benchmark's implicit imports), then its setup: the judge's own.
@@ -1378,7 +1398,7 @@ def run_judge(job: dict[str, Any], result_fd: int, peer_fd: int) -> None:
             source = str(job.get(label) or "")
             if source.strip():
                 code = compile(source, f"<{label}>", "exec", dont_inherit=True)
-                _bind(_free_globals(source), ns, chan, check=False)
+                _bind(_free_globals(source), ns, chan, check=False, defines=defines)
                 exec(code, ns)
     except BaseException as exc:
         gone = isinstance(exc, _Gone) or chan.broke_now
@@ -1387,7 +1407,7 @@ def run_judge(job: dict[str, Any], result_fd: int, peer_fd: int) -> None:
     else:
         for item in job.get("checks", ()):
             out.send(_verdict(int(item[ITEM_INDEX]), str(item[CHECK_SOURCE]), ns, chan, tolerance,
-                              imports))
+                              imports, defines))
     with contextlib.suppress(OSError):
         os.close(peer_fd)
     out.send({TYPE: DONE})
