@@ -314,12 +314,12 @@ def test_the_candidates_job_holds_no_setup_data_and_the_judges_holds_all_of_it()
 
 
 def test_scoring_a_task_passes_what_it_asks_for() -> None:
-    from agentenv.grading.scoring import _asked
+    from agentenv.grading.scoring import asked_by
     from agentenv.tasks.schema import StdioCase, Task
 
     task = Task(name="t", prompt="p", entry_point="area", checks=("assert isclose(area(1), 3.14159)",),
                 reference_solution="from math import isclose\ndef area(r):\n    return 3.14159\n"
                                    "def _unit(x):\n    return x\n")
-    assert _asked(task) == {"area", "_unit"}
+    assert asked_by(task) == {"area", "_unit"}
     program = Task(name="p", prompt="p", entry_point="main", checks=(StdioCase("1\n", "1\n"),))
-    assert _asked(program) is None
+    assert asked_by(program) is None

@@ -29,8 +29,18 @@ from agentenv.grading.result import Failure, RunResult
 from agentenv.grading.run import arun_tests, run_tests
 from agentenv.tasks.schema import Check, StdioCase, Task
 
-__all__ = ["Grader", "SandboxGrader", "Scored", "ascore", "ascore_apart", "empty_result", "score",
-           "score_apart", "split_task"]
+__all__ = [
+    "Grader",
+    "SandboxGrader",
+    "Scored",
+    "ascore",
+    "ascore_apart",
+    "asked_by",
+    "empty_result",
+    "score",
+    "score_apart",
+    "split_task",
+]
 
 
 @dataclass(frozen=True)
@@ -97,7 +107,7 @@ def _seconds(task: Task, timeout: float) -> float:
     return max(timeout, task.time_limit) if task.time_limit is not None else timeout
 
 
-def _asked(task: Task) -> frozenset[str] | None:
+def asked_by(task: Task) -> frozenset[str] | None:
     """What the task asks the candidate to define: a check's other names are never the
     candidate's (:func:`agentenv.grading.names.asked_names`). Function tasks only: a program's
     stdio cases read no names."""
@@ -114,7 +124,7 @@ def score(task: Task, code: str, *, timeout: float, isolation: str | None = None
         return _split(task, combined, positions, empty_result(combined))
     result = run_tests(code, combined, timeout=_seconds(task, timeout), setup_code=task.setup_code,
                        float_tolerance=task.float_tolerance, isolation=isolation,
-                       equality=task.equality, prelude=task.prelude, defines=_asked(task))
+                       equality=task.equality, prelude=task.prelude, defines=asked_by(task))
     return _split(task, combined, positions, result)
 
 
@@ -125,7 +135,7 @@ async def ascore(task: Task, code: str, *, timeout: float, isolation: str | None
         return _split(task, combined, positions, empty_result(combined))
     result = await arun_tests(code, combined, timeout=_seconds(task, timeout), setup_code=task.setup_code,
                               float_tolerance=task.float_tolerance, isolation=isolation,
-                              equality=task.equality, prelude=task.prelude, defines=_asked(task))
+                              equality=task.equality, prelude=task.prelude, defines=asked_by(task))
     return _split(task, combined, positions, result)
 
 

@@ -72,7 +72,8 @@ Two exceptions, both Python's semantics where the check itself hands the candida
 operands. Between two candidate objects (``v + Vector(1, 2)``) the candidate's dunder decides,
 as in Python: no check data crosses, and a do-nothing stub cannot define the class (such a task
 is hackable in Python too). And an instance of a class the check names by a class name (looks
-up a capitalised name, PEP 8's convention for classes, which the planner relies on too) gets
+up a capitalised name, PEP 8's convention for classes, which the planner relies on too; this
+check or an earlier one of the run) gets
 the check's operands: ``Vector(1, 1) * 3``, ``c = Counter2(); c += 3``, ``1 in stack``: a task
 about a class's operators passes them as that class's inputs. A function entry point (named
 in lower case) that returns an object never does, even if the candidate made it a class.
@@ -603,6 +604,7 @@ class _Channel:
         self.buffers: dict[int, _Buffer] = {}
         self.impostors: set[type] = set()
         self.methods: dict[tuple[int, str], int] = {}  # (id(mirror), name) -> key of MethodType
+        self.named: set[type] = set()  # classes a check of this run named (see "Operands")
         self.begin()
 
     def begin(self) -> None:
@@ -613,7 +615,6 @@ class _Channel:
         self.raised: BaseException | None = None
         self.raised_in = ""
         self.last: tuple[str, Any] | None = None
-        self.named: set[type] = set()
 
     # ---------------------------------------------------------------- requests
 
