@@ -33,13 +33,15 @@ import ast
 import builtins
 import functools
 import importlib
+import symtable
 import sys
+from collections.abc import Sequence
 
 from agentenv import settings
 from agentenv.sandbox._isolation import package_dirs
 
 __all__ = ["STDLIB_MODULES", "asked_names", "bound_names", "candidate_imports", "exposed_packages",
-           "read_names", "setup_for_candidate", "task_names"]
+           "read_names", "setup_for_candidate", "task_names", "unresolved_names"]
 
 STDLIB_MODULES = frozenset(getattr(sys, "stdlib_module_names", ()))
 # Importing these has effects beyond binding names (a browser, a window, printing): a star
@@ -225,6 +227,52 @@ def asked_names(entry_point: str, reference: str | None = None) -> frozenset[str
         if not isinstance(node, (ast.Import, ast.ImportFrom)):
             asked |= _binds(node)
     return frozenset(asked)
+
+
+def _check_free_names(source: str) -> frozenset[str]:
+    """The global names a check reads and never binds itself (in any scope); empty if it does
+    not parse."""
+    try:
+        table = symtable.symtable(source, "<check>", "exec")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return frozenset()
+    bound = {s.get_name() for s in table.get_symbols()
+             if s.is_assigned() or s.is_imported() or s.is_namespace()}
+    free: set[str] = set()
+    stack = [(table, True)]
+    while stack:
+        scope, top = stack.pop()
+        for symbol in scope.get_symbols():
+            name = symbol.get_name()
+            if name in bound or not symbol.is_referenced():
+                continue
+            if top or (symbol.is_global() and not symbol.is_assigned()):
+                free.add(name)
+        stack.extend((child, False) for child in scope.get_children())
+    return frozenset(free)
+
+
+def unresolved_names(checks: Sequence[str], *, prelude: str = "", setup: str = "",
+                     asked: frozenset[str] | None = None,
+                     reference: str | None = None) -> list[tuple[int, frozenset[str]]]:
+    """For each check, the names it reads that nothing would bind in a fresh interpreter: not
+    a builtin, a standard-library module or an exposed package, nor bound by the task (prelude,
+    setup, earlier checks), by what it asks the candidate to define (``asked``), or by an import
+    of its reference solution. ``(index, names)`` for the checks with any; none are reported
+    when the prelude or setup binds names that cannot be known without running it."""
+    known = task_names(prelude, setup)
+    if UNKNOWN in known:
+        return []
+    known = known | (asked or frozenset()) | frozenset(candidate_imports(reference or "", exposed_packages()))
+    known = known | STDLIB_MODULES | exposed_packages() | frozenset(dir(builtins))
+    found: list[tuple[int, frozenset[str]]] = []
+    earlier: set[str] = set()
+    for index, check in enumerate(checks):
+        missing = _check_free_names(check) - known - earlier
+        if missing:
+            found.append((index, frozenset(missing)))
+        earlier |= bound_names(check)
+    return found
 
 
 @functools.lru_cache(maxsize=1024)
