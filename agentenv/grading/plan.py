@@ -98,7 +98,7 @@ class CheckPlan:
             raise ValueError(f"check {self.index} is run by the judge process, not the child")
         return {schema.ITEM_INDEX: self.index, schema.ITEM_KIND: schema.ITEM_CALLS,
                 schema.CALL_SOURCES: list(self.calls),
-                schema.CALL_THEN: [list(ops) for ops in self.then]}
+                schema.CALL_THEN: [list(_without_data(ops)) for ops in self.then]}
 
 
 @dataclass(frozen=True)
@@ -228,6 +228,28 @@ def _plan_one(index: int, check: Check, helpers: frozenset[str] = frozenset(),
         return CheckPlan(index, check, "judge")
     return CheckPlan(index, check, "trusted", calls, program, expected,
                      tuple(tuple(ast.unparse(op) for op in ops) for ops in then), then_code)
+
+
+@functools.lru_cache(maxsize=4096)
+def _without_data(ops: tuple[str, ...]) -> tuple[str, ...]:
+    """The operations on a call's result the child may be sent: those before the first that
+    carries any of the check's data (an argument, a subscript). The child's job is in the
+    candidate's memory, so ``.startswith('abc')`` sent there would hand it ``'abc'``; the rest
+    is applied on the trusted side once the value has crossed (or, for an object that cannot
+    cross, in the judge process, as every such check is)."""
+    kept: list[str] = []
+    for op in ops:
+        try:
+            node = ast.parse(op, mode="eval").body
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            break
+        if isinstance(node, ast.Call) and not node.args and not node.keywords:
+            node = node.func
+        if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id == _RECV):
+            break
+        kept.append(op)
+    return tuple(kept)
 
 
 def _compile_op(op: ast.expr) -> CodeType:

@@ -75,8 +75,14 @@ is hackable in Python too). And an instance of a class the check names by a clas
 up a capitalised name, PEP 8's convention for classes, which the planner relies on too; this
 check or an earlier one of the run) gets
 the check's operands: ``Vector(1, 1) * 3``, ``c = Counter2(); c += 3``, ``1 in stack``: a task
-about a class's operators passes them as that class's inputs. A function entry point (named
-in lower case) that returns an object never does, even if the candidate made it a class.
+about a class's operators passes them as that class's inputs. So does an instance of a class
+the task asks the candidate to define (a capitalised name among the job's ``defines``:
+``price('pen') + 3`` when the reference defines ``Money``). A function entry point (named in
+lower case) that returns an object never does, even if the candidate made it a class. With
+``defines``, the same holds for methods: a method of an object whose class the task does not
+ask for (``f(0).startswith(expected)`` on an object of the candidate's own) gets none of the
+check's data, only handles (a ``TypeError``); without it, a method call is the candidate's, as
+calling the entry point is.
 - *Impostors*: a candidate class bound to a name the standard library's value modules use
   (``Fraction``, ``Decimal``, ``date``, ``Counter``...) never decides a comparison, not even
   between two of its instances (the task means the standard class).
@@ -323,6 +329,13 @@ def _unary(op: str) -> Callable[..., Any]:
     return method
 
 
+def _item(op: str) -> Callable[..., Any]:
+    def method(self: Any, *args: Any) -> Any:
+        return _state(self).chan.item(op, self, args)
+    method.__name__ = f"__{op}__"
+    return method
+
+
 def _comparison(op: str) -> Callable[..., Any]:
     def method(self: Any, other: Any) -> Any:
         return _state(self).chan.compare(op, self, other)
@@ -415,9 +428,9 @@ class Remote:
     __hash__ = _unary("hash")  # type: ignore[assignment,unused-ignore]
     __bool__ = _unary("truth")
     __len__ = _unary("len")
-    __getitem__ = _unary("getitem")
-    __setitem__ = _unary("setitem")
-    __delitem__ = _unary("delitem")
+    __getitem__ = _item("getitem")
+    __setitem__ = _item("setitem")
+    __delitem__ = _item("delitem")
     __neg__ = _unary("neg")
     __pos__ = _unary("pos")
     __invert__ = _unary("invert")
@@ -605,6 +618,8 @@ class _Channel:
         self.impostors: set[type] = set()
         self.methods: dict[tuple[int, str], int] = {}  # (id(mirror), name) -> key of MethodType
         self.named: set[type] = set()  # classes a check of this run named (see "Operands")
+        self.asked_classes: frozenset[str] = frozenset()  # the task's asked class names
+        self.defines: frozenset[str] | None = None  # what the task asks for (None: not said)
         self.begin()
 
     def begin(self) -> None:
@@ -963,9 +978,13 @@ class _Channel:
         return _COMPARE[op](value, other)
 
     def asked(self, obj: Any) -> bool:
-        """Whether ``obj`` is an instance of a class the check names by a class name (see
-        "Operands" in the module docstring): only then do its dunders get the check's data."""
-        return any(isinstance(obj, cls) for cls in self.named)
+        """Whether ``obj`` is (an instance of) a class the check names by a class name, or one
+        the task asks the candidate to define (see "Operands" in the module docstring): only
+        then do its dunders and methods get the check's data."""
+        classes = [obj] if isinstance(obj, _Mirror) else type.__dict__["__mro__"].__get__(type(obj))
+        return any(cls in self.named or (isinstance(cls, _Mirror)
+                                         and cls.__qualname__.split(".")[0] in self.asked_classes)
+                   for cls in classes)
 
     def arithmetic(self, op: str, handle: Any, other: Any, reflected: bool) -> Any:
         """``handle <op> other`` (``other <op> handle`` when ``reflected``): see "Operands"."""
@@ -1029,8 +1048,29 @@ class _Channel:
             if not buffer.items and not buffer.ended and buffer.error is None:
                 return self.fail("the candidate's process sent an empty batch")
 
+    def item(self, op: str, obj: Any, args: tuple[Any, ...]) -> Any:
+        """``obj[key]`` (set, del): with ``defines``, a key of the check's reaches only an
+        object whose class the task asks for; any other is indexed on its builtin base value
+        (a copy: setting or deleting there is a ``TypeError``)."""
+        if (self.defines is None or isinstance(type(obj), _StandIn) or self.asked(obj)
+                or all(id(a) in _STATE for a in args)):
+            return self.do(op, (obj, *args))
+        value = self.base(obj)
+        if value is _NO_BASE or op != "getitem":
+            raise TypeError(f"{_clip(_state(obj).label, 80)}: an object whose class the task does "
+                            "not ask for gets none of the check's data")
+        return value[args[0]]
+
     def call(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         found = _state(target)
+        if self.defines is not None and found.ref[0] == "a":
+            owner = self.objects.get(found.ref[1])
+            if (owner is not None and not isinstance(type(owner), _StandIn)
+                    and not self.asked(owner)
+                    and any(id(a) not in _STATE for a in (*args, *kwargs.values()))):
+                raise TypeError(
+                    f"{_clip(found.label, 80)}: a method of an object whose class the task does not "
+                    "ask for gets none of the check's data")
         with _quiet():
             shown = [_show(a, 40) for a in args] + [f"{k}={_show(v, 40)}" for k, v in kwargs.items()]
         what = f"{_clip(found.label, 80)}({', '.join(shown)})"
@@ -1392,6 +1432,8 @@ def run_judge(job: dict[str, Any], result_fd: int, peer_fd: int) -> None:
     _PACKAGES.update(str(n) for n in job.get("packages") or () if type(n) is str and n.isidentifier())
     raw_defines = job.get("defines")
     defines = (frozenset(str(n) for n in raw_defines) if type(raw_defines) is list else None)
+    chan.defines = defines
+    chan.asked_classes = frozenset(n for n in defines or () if n[:1].isupper())
     label = "setup"
     try:
         # The task's prelude (a benchmark's implicit imports), then its setup: the judge's own.
