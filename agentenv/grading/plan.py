@@ -5,7 +5,10 @@
 makes, each shipped alone: what the check then does with a call's result (``f(x).strip()``,
 ``top(3)[0]``, ``make().attr``) is a list of operations the trusted side applies to the value
 once it has crossed, and the child applies only while the result is one of the candidate's
-objects, which cannot cross; ``stdio``; ``judge``: anything else, run by the judge process), the job items the
+objects, which cannot cross, and only those that carry none of the check's data (attribute
+reads, calls without arguments: the job is in the candidate's memory); a call of an attribute of
+a bare name (``np.allclose(...)``) is never shipped; ``stdio``; ``judge``: anything else, run by
+the judge process), the job items the
 candidate's process is sent (keys from :mod:`agentenv.sandbox._schema`) and the checks the
 judge process runs. How the three modes are graded is told in :mod:`agentenv.grading`; the
 verdicts themselves are made in :mod:`agentenv.grading.judging`, which evaluates the rewritten

@@ -79,10 +79,15 @@ about a class's operators passes them as that class's inputs. So does an instanc
 the task asks the candidate to define (a capitalised name among the job's ``defines``:
 ``price('pen') + 3`` when the reference defines ``Money``). A function entry point (named in
 lower case) that returns an object never does, even if the candidate made it a class. With
-``defines``, the same holds for methods: a method of an object whose class the task does not
-ask for (``f(0).startswith(expected)`` on an object of the candidate's own) gets none of the
-check's data, only handles (a ``TypeError``); without it, a method call is the candidate's, as
-calling the entry point is.
+``defines``, the same holds for methods and subscripts: a method of an object whose class the
+task does not ask for (``f(0).startswith(expected)`` on an object of the candidate's own) gets
+none of the check's data, only handles (a ``TypeError``), and ``obj[key]`` reads the base
+value; without it, a method call or a subscript is the candidate's, as calling the entry point
+is. (The operations on a call's result that the fast path writes into the candidate's job are
+only those that carry no check data: see :mod:`agentenv.grading.plan`.)
+
+Where the check meets the candidate otherwise:
+
 - *Impostors*: a candidate class bound to a name the standard library's value modules use
   (``Fraction``, ``Decimal``, ``date``, ``Counter``...) never decides a comparison, not even
   between two of its instances (the task means the standard class).
