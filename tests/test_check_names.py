@@ -221,6 +221,10 @@ def test_what_a_task_asks_for_is_its_entry_point_and_its_references_own_names() 
     assert asked_names("area", reference) == {"area", "LIMIT", "Node", "helper"}
     assert asked_names("area", None) == {"area"}
     assert asked_names("Solution", "class Solution:\n    pass\n") == {"Solution"}
+    # no reference: the names the checks read that the prompt mentions
+    checks = ("assert decode(encode('ab')) == 'ab'", "assert isclose(ratio(1), 0.5)")
+    assert asked_names("encode", None, "Write encode(s) and decode(s).", checks) == {"encode", "decode"}
+    assert asked_names("encode", "def encode(s):\n    return s\n", "encode and decode", checks) == {"encode"}
 
 
 def test_with_defines_a_check_reading_an_unasked_name_goes_to_the_judge() -> None:

@@ -33,6 +33,7 @@ import ast
 import builtins
 import functools
 import importlib
+import re
 import symtable
 import sys
 from collections.abc import Sequence
@@ -218,10 +219,16 @@ def _exposed(_chosen: str | None) -> frozenset[str]:
 
 
 @functools.lru_cache(maxsize=1024)
-def asked_names(entry_point: str, reference: str | None = None) -> frozenset[str]:
+def asked_names(entry_point: str, reference: str | None = None, prompt: str = "",
+                checks: tuple[str, ...] = ()) -> frozenset[str]:
     """What a task asks the candidate to define: its entry point, and the module-level names
-    its reference solution defines itself (functions, classes, assignments; not imports)."""
+    its reference solution defines itself (functions, classes, assignments; not imports). A
+    task without a reference asks, besides its entry point, for the names its ``checks`` read
+    that its ``prompt`` mentions (``Write encode(s) and decode(s)``)."""
     asked = {entry_point} if entry_point else set()
+    if not (reference and reference.strip()) and prompt:
+        words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", prompt))
+        asked |= {n for check in checks for n in read_names(check) if n in words}
     tree = _parse(reference) if reference and reference.strip() else None
     for node in _module_level(tree) if tree is not None else ():
         if not isinstance(node, (ast.Import, ast.ImportFrom)):

@@ -113,7 +113,8 @@ def asked_by(task: Task) -> frozenset[str] | None:
     stdio cases read no names."""
     if not task.entry_point or any(isinstance(c, StdioCase) for c in task.checks):
         return None
-    return asked_names(task.entry_point, task.reference_solution)
+    checks = tuple(c for c in (*task.checks, *task.visible_checks) if isinstance(c, str))
+    return asked_names(task.entry_point, task.reference_solution, task.prompt, checks)
 
 
 def score(task: Task, code: str, *, timeout: float, isolation: str | None = None) -> Scored:
