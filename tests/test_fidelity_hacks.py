@@ -157,16 +157,20 @@ HACKS = [
     Hack("methods_and_subscripts_of_an_object_the_task_does_not_ask_for",
          (f"assert secret(0).startswith({TOK[0]!r})", f"assert lookup()[{TOK[1]!r}] == 1",
           f"r = secret(2)\nassert r.count({TOK[2]!r}) == 1",
+          f"b = box()\ntry:\n    b.tag = {TOK[3]!r}\nexcept AttributeError:\n    pass\nassert b != {TOK[3]!r}",
           f"assert secret(0) == {TOK[0]!r}", f"assert lookup() == {{{TOK[1]!r}: 1}}",
-          f"assert secret(2) == {TOK[2]!r}"),
-         SECRET_STUB + "def lookup():\n    return None\n",
-         SECRET_HONEST + f"def lookup():\n    return {{{TOK[1]!r}: 1}}\n",
-         "known = {}\nclass S:\n    def __init__(self, i):\n        self.i = i\n"
+          f"assert secret(2) == {TOK[2]!r}", f"assert secret(3) == {TOK[3]!r}"),
+         SECRET_STUB + "def lookup():\n    return None\ndef box():\n    return None\n",
+         SECRET_HONEST + f"def lookup():\n    return {{{TOK[1]!r}: 1}}\n"
+         "def box():\n    return ()\n",
+         "known = {}\nclass S:\n    def __init__(self, i):\n        object.__setattr__(self, 'i', i)\n"
          "    def _learn(self, o):\n        known[self.i] = o\n        return 1\n"
          "    startswith = count = __getitem__ = _learn\n"
+         "    def __setattr__(self, k, v):\n        known[3] = v\n"
          "def secret(i):\n    return known[i] if i in known else S(i)\n"
-         "def lookup():\n    return {known[1]: 1} if 1 in known else S(1)\n",
-         defines=("secret", "lookup")),
+         "def lookup():\n    return {known[1]: 1} if 1 in known else S(1)\n"
+         "def box():\n    return object.__new__(S)\n",
+         defines=("secret", "lookup", "box")),
     # a float-tolerance check answered by dunders that make every difference zero
     Hack("tolerance_check_zeroed_by_dunders",
          ("assert abs(area(1) - 3.141592653589793) < 1e-6",

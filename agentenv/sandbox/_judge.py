@@ -79,10 +79,10 @@ about a class's operators passes them as that class's inputs. So does an instanc
 the task asks the candidate to define (a capitalised name among the job's ``defines``:
 ``price('pen') + 3`` when the reference defines ``Money``). A function entry point (named in
 lower case) that returns an object never does, even if the candidate made it a class. With
-``defines``, the same holds for methods and subscripts: a method of an object whose class the
-task does not ask for (``f(0).startswith(expected)`` on an object of the candidate's own) gets
-none of the check's data, only handles (a ``TypeError``), and ``obj[key]`` reads the base
-value; without it, a method call or a subscript is the candidate's, as calling the entry point
+``defines``, the same holds for methods, subscripts and attribute writes: a method of an
+object whose class the task does not ask for (``f(0).startswith(expected)`` on an object of the
+candidate's own) gets none of the check's data, only handles (a ``TypeError``), nor does
+``obj.x = value``, and ``obj[key]`` reads the base value; without it, a method call or a subscript is the candidate's, as calling the entry point
 is. (The operations on a call's result that the fast path writes into the candidate's job are
 only those that carry no check data: see :mod:`agentenv.grading.plan`.)
 
@@ -1136,8 +1136,12 @@ class _Channel:
             del self.methods[key]
 
     def set(self, target: Any, name: str, value: Any) -> None:
-        self.forget(name)
         found = _state(target)
+        if (self.defines is not None and id(value) not in _STATE
+                and not isinstance(type(target), _StandIn) and not self.asked(target)):
+            raise TypeError(f"{_clip(found.label, 80)}.{name}: an object whose class the task does "
+                            "not ask for gets none of the check's data")
+        self.forget(name)
         with _quiet():
             what = f"{_clip(found.label, 80)}.{name} = {_show(value, 40)}"
         reply = self.request({"op": "set", "f": list(found.ref), "n": name,
