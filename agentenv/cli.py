@@ -743,7 +743,8 @@ def _cmd_tasks_show(args: argparse.Namespace) -> int:
 def _validate_one(task: Any, timeout: float) -> dict[str, Any]:
     from agentenv.grading.scoring import score
 
-    row: dict[str, Any] = {"task": task, "reference": None, "visible": None, "passing_attempts": []}
+    row: dict[str, Any] = {"task": task, "reference": None, "visible": None, "passing_attempts": [],
+                           "unresolved": _unresolved(task)}
     if task.reference_solution is not None:
         scored = score(task, task.reference_solution, timeout=timeout)
         row["reference"], row["visible"] = scored.hidden, scored.visible
@@ -752,6 +753,19 @@ def _validate_one(task: Any, timeout: float) -> dict[str, Any]:
         if isinstance(attempt, str) and score(task, attempt, timeout=timeout).hidden.all_passed:
             row["passing_attempts"].append(i)
     return row
+
+
+def _unresolved(task: Any) -> list[tuple[int, frozenset[str]]]:
+    """The checks of ``task`` reading names nothing binds (see ``names.unresolved_names``)."""
+    from agentenv.grading.names import unresolved_names
+    from agentenv.grading.scoring import asked_by
+
+    asked = asked_by(task)
+    if asked is None:
+        return []
+    checks = [c if isinstance(c, str) else "" for c in task.checks]
+    return unresolved_names(checks, prelude=task.prelude, setup=task.setup_code, asked=asked,
+                            reference=task.reference_solution)
 
 
 def _validation_problems(args: argparse.Namespace) -> tuple[list[Any], list[str]]:
@@ -803,6 +817,11 @@ def _cmd_tasks_validate(args: argparse.Namespace) -> int:
             table.add_row(printable(r["task"].name), f"{ref.passed}/{ref.total}",
                           f"{vis.passed}/{vis.total}" if vis is not None else "-", printable(reason))
         out.print(table)
+    for r in rows:
+        for index, missing in r["unresolved"]:
+            out.print(f"warning: task {printable(repr(r['task'].name))}: check {index} reads "
+                      f"{printable(', '.join(sorted(missing)))}, which neither the task nor what it asks "
+                      "the candidate to define binds (a NameError, or the candidate's own helper)")
     for r in passing_attempts:
         out.print(f"warning: task {printable(repr(r['task'].name))}: scripted attempt(s) {r['passing_attempts']} "
                   "pass every check; a scripted attempt is meant to be a realistic failure")

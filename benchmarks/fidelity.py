@@ -3,7 +3,7 @@
 Prints, per style, how many checks got the same verdict both ways, then every disagreement with
 agentenv's failure message. The corpus and the harness live in tests/fidelity/.
 
-    PYTHONPATH=$PWD python benchmarks/fidelity.py [STYLE ...] [--workers N] [--json PATH]
+    PYTHONPATH=$PWD python benchmarks/fidelity.py [STYLE ...] [--workers N] [--json PATH] [--defines]
 """
 
 from __future__ import annotations
@@ -25,13 +25,16 @@ def main() -> int:
     parser.add_argument("styles", nargs="*", help="corpus styles to grade (default: all)")
     parser.add_argument("--workers", type=int, default=3, help="programs graded at once")
     parser.add_argument("--json", help="also write the per-check outcomes here")
+    parser.add_argument("--defines", action="store_true",
+                        help="grade each program as a task whose reference is the program itself "
+                             "(run_tests(defines=...): a check's other names are never the candidate's)")
     parser.add_argument("--write-known", action="store_true",
                         help="rewrite tests/fidelity/known_disagreements.txt from this run (all styles)")
     args = parser.parse_args()
     programs = load_corpus(args.styles or None)
     skipped = [p.ident for p in programs if not p.available()]
     start = time.perf_counter()
-    outcomes = grade_all(programs, workers=args.workers)
+    outcomes = grade_all(programs, workers=args.workers, defines=args.defines)
     seconds = time.perf_counter() - start
     total: Counter[str] = Counter()
     agreed: Counter[str] = Counter()
@@ -54,8 +57,8 @@ def main() -> int:
                   f"agentenv={'pass' if o.agentenv[i] else 'fail'}  {o.program.checks[i][:90]!r}"
                   f"\n      {why[:240]}")
     if args.write_known:
-        if args.styles:
-            parser.error("--write-known records every style: give no STYLE")
+        if args.styles or args.defines:
+            parser.error("--write-known records every style, without --defines")
         print(f"\nrecorded {write_known(outcomes)} honest checks still failed")
     if args.json:
         Path(args.json).write_text(json.dumps([

@@ -18,6 +18,7 @@ from support.attacks import strict_pool
 
 from agentenv.grading import plan_checks, run_tests
 from agentenv.grading.names import (
+    asked_names,
     candidate_imports,
     setup_acts_on_the_candidate,
     setup_for_candidate,
@@ -214,6 +215,36 @@ def test_the_plan_sends_checks_reading_task_and_stdlib_names_to_the_judge() -> N
     assert plan.imports == (("fullmatch", "re", "fullmatch"),)
 
 
+def test_what_a_task_asks_for_is_its_entry_point_and_its_references_own_names() -> None:
+    reference = ("import math\nfrom math import isclose\nLIMIT = 3\nclass Node:\n    pass\n"
+                 "def helper(x):\n    return x\ndef area(r):\n    return math.pi * r * r\n")
+    assert asked_names("area", reference) == {"area", "LIMIT", "Node", "helper"}
+    assert asked_names("area", None) == {"area"}
+    assert asked_names("Solution", "class Solution:\n    pass\n") == {"Solution"}
+    # no reference: the names the checks read that the prompt mentions
+    checks = ("assert decode(encode('ab')) == 'ab'", "assert isclose(ratio(1), 0.5)")
+    assert asked_names("encode", None, "Write encode(s) and decode(s).", checks) == {"encode", "decode"}
+    assert asked_names("encode", "def encode(s):\n    return s\n", "encode and decode", checks) == {"encode"}
+
+
+def test_with_defines_a_check_reading_an_unasked_name_goes_to_the_judge() -> None:
+    checks = ["assert isclose(area(1), 3.14159)", "assert area(1) > 3", "assert np.allclose(area(1), 3.1)",
+              "assert Calc.add(2, 3) == 5", "assert all(x > 0 for x in [area(1)])"]
+    plain = plan_checks(checks, code="def area(r):\n    return 3.14159\n")
+    asked = plan_checks(checks, code="def area(r):\n    return 3.14159\n", defines=frozenset({"area"}))
+    # np.allclose / Calc.add: an attribute of a bare name is never shipped to the child whole
+    assert [c.mode for c in plain.checks] == ["trusted", "trusted", "judge", "judge", "judge"]
+    assert [c.mode for c in asked.checks] == ["judge", "trusted", "judge", "judge", "judge"]
+    assert asked.defines == {"area"} and plain.defines is None
+
+
+def test_candidate_imports_of_exposed_packages_are_the_judges() -> None:
+    code = "import numpy as np\nfrom numpy import allclose\nimport numpy.linalg as la\n"
+    assert candidate_imports(code) == {}
+    assert candidate_imports(code, frozenset({"numpy"})) == {
+        "np": ("numpy", ""), "allclose": ("numpy", "allclose"), "la": ("numpy.linalg", "")}
+
+
 def test_task_names_leave_out_builtins_a_prelude_rebinds_to_themselves() -> None:
     names = task_names("from math import *\nfrom builtins import *\nimport math\n", "")
     assert {"isclose", "pi", "floor"} <= names
@@ -284,3 +315,15 @@ def test_the_candidates_job_holds_no_setup_data_and_the_judges_holds_all_of_it()
     assert not any(tok in repr(job) for tok in TOK)
     assert "def helper" in job["setup"] and "import math" in job["setup"]
     assert judge is not None and judge["setup"] == setup
+
+
+def test_scoring_a_task_passes_what_it_asks_for() -> None:
+    from agentenv.grading.scoring import asked_by
+    from agentenv.tasks.schema import StdioCase, Task
+
+    task = Task(name="t", prompt="p", entry_point="area", checks=("assert isclose(area(1), 3.14159)",),
+                reference_solution="from math import isclose\ndef area(r):\n    return 3.14159\n"
+                                   "def _unit(x):\n    return x\n")
+    assert asked_by(task) == {"area", "_unit"}
+    program = Task(name="p", prompt="p", entry_point="main", checks=(StdioCase("1\n", "1\n"),))
+    assert asked_by(program) is None

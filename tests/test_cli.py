@@ -324,6 +324,27 @@ def test_tasks_validate_reports_the_task_whose_reference_fails(
     assert good.name not in out.split("reference solution(s) fail")[1].split("1 of 2")[0]
 
 
+def test_tasks_validate_names_checks_whose_names_nothing_binds(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A check reading a name neither the task binds nor the candidate is asked to define (nor
+    the reference imports) is named: only a candidate's own helper could answer it."""
+    relies = Task(name="relies_on_a_helper", prompt="Write `area(r)`.", entry_point="area",
+                  checks=("assert isclose(area(1), 3.14159)", "assert area(1) > 3",
+                          "import math\nassert math.isclose(area(1), 3.14159, rel_tol=1e-5)",
+                          "for r in (1, 2):\n    assert approx(area(r)) > 0"),
+                  reference_solution="def area(r):\n    return 3.14159 * r * r\n")
+    imports = Task(name="imports_it", prompt="Write `area(r)`.", entry_point="area",
+                   checks=("assert isclose(area(1), 3.14159)",),
+                   reference_solution="from math import isclose\ndef area(r):\n    return 3.14159 * r * r\n")
+    path = tmp_path / "names.jsonl"
+    path.write_text(json.dumps(relies.to_dict()) + "\n" + json.dumps(imports.to_dict()) + "\n")
+    _code, out, _err = run_cli(capsys, "tasks", "validate", str(path), "--no-progress")
+    flat = " ".join(out.split())
+    assert "'relies_on_a_helper': check 0 reads isclose" in flat
+    assert "'relies_on_a_helper': check 3 reads approx" in flat
+    assert "check 1 reads" not in flat and "check 2 reads" not in flat and "'imports_it': check" not in flat
+
+
 def test_tasks_validate_passes_on_good_references(tasks_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A set whose references all pass exits 0 and says so."""
     code, out, _err = run_cli(capsys, "tasks", "validate", str(tasks_file), "--no-progress")

@@ -72,3 +72,16 @@ def test_agentenv_agrees_with_plain_python_on_every_check(style: str) -> None:
     assert not new, f"{style}: honest checks failed that the record does not list:\n" + "\n".join(new)
     fixed = sorted(known - found - machine_dependent())
     assert not fixed, f"{style}: now agrees with Python; remove from known_disagreements.txt: {fixed}"
+
+
+@pytest.mark.parametrize("style", ["classes", "protocols", "higher_order", "dataclasses"])
+def test_a_task_that_says_what_it_asks_for_keeps_plain_pythons_verdicts(style: str) -> None:
+    """Graded as a task whose reference is the program itself (``run_tests(defines=...)``: a
+    check's other names, a method or operator of a class not asked for, get no check data),
+    the styles that use the candidate's own classes most disagree exactly where the plain run
+    does (``benchmarks/fidelity.py --defines`` grades every style so)."""
+    outcomes = grade_all(load_corpus([style]), defines=True)
+    known = {k for k in known_disagreements() if k.startswith(f"{style}/")}
+    found = {k for o in outcomes for k in disagreement_keys(o)}
+    assert found <= known, sorted(found - known)
+    assert not [i for o in outcomes for i in o.disagreements if not o.plain[i]]

@@ -24,6 +24,7 @@ from agentenv.sandbox import SandboxPool
 
 TOK = [secrets.token_hex(8) for _ in range(4)]
 BITS = [0, 1] + [secrets.randbelow(2) for _ in range(6)]  # never constant: no fixed guess passes
+KS = [10**6 + secrets.randbelow(10**9) for _ in range(10)]  # expected numbers, drawn per run
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class Hack:
     setup_code: str = ""
     prelude: str = ""
     timeout: float = 5.0
+    defines: tuple[str, ...] | None = None  # what the task asks the candidate to define
 
 
 ALWAYS_EQUAL = '''
@@ -114,6 +116,105 @@ HACKS = [
          "def mean(xs):\n    return None\n", "def mean(xs):\n    return sum(xs) / len(xs)\n",
          ALWAYS_EQUAL + "class F(_Any):\n    @property\n    def __class__(self): return float\n"
          "def mean(xs):\n    return F()\n"),
+    # the check's data handed to the candidate's dunders as an operand (it records the
+    # expected value and answers a later exact == with it)
+    Hack("arithmetic_operands_learned",
+         (f"assert secret(0) - {KS[0]} == 0", f"assert {KS[1]} - secret(1) == 0",
+          f"assert secret(2) + {KS[2]} == {2 * KS[2]}", f"assert divmod(secret(3), {KS[3]}) == (1, 0)",
+          f"assert secret(4) % {KS[4]} == 0", f"assert secret(5) // {KS[5]} == 1",
+          f"assert secret(6) ^ {KS[6]} == 0", f"r = secret(7)\nr -= {KS[7]}\nassert r == 0",
+          f"for i, k in ((8, {KS[8]}), (9, {KS[9]})):\n    assert [secret(i) * 1 - k] == [0]",
+          *(f"assert secret({i}) == {k}" for i, k in enumerate(KS))),
+         "def secret(i):\n    return None\n", f"def secret(i):\n    return {KS!r}[i]\n",
+         "known = {}\nclass R:\n    def __init__(self, i):\n        self.i = i\n"
+         "    def _learn(self, o):\n        if type(o) is int and o > 1:\n            known[self.i] = o\n        return 0\n"
+         "    __sub__ = __rsub__ = __add__ = __radd__ = __mod__ = __xor__ = __isub__ = _learn\n"
+         "    def __mul__(self, o):\n        return self\n"
+         "    def __divmod__(self, o):\n        self._learn(o)\n        return (1, 0)\n"
+         "    def __floordiv__(self, o):\n        self._learn(o)\n        return 1\n"
+         "def secret(i):\n    return known[i] if i in known else R(i)\n"),
+    Hack("operands_learned_by_an_entry_point_made_a_class",
+         (f"assert {KS[0]} in secret(0)", f"assert secret(1) - {KS[1]} == 0",
+          f"assert secret(0) == [{KS[0]}]", f"assert secret(1) == {KS[1]}"),
+         "def secret(i):\n    return None\n",
+         f"def secret(i):\n    return [{KS[0]}] if i == 0 else {KS[1]}\n",
+         "known = {}\nclass secret:\n    def __new__(cls, i):\n"
+         "        if i in known:\n            return [known[i]] if i == 0 else known[i]\n"
+         "        self = object.__new__(cls)\n        self.i = i\n        return self\n"
+         "    def __contains__(self, o):\n        known[self.i] = o\n        return True\n"
+         "    def __sub__(self, o):\n        known[self.i] = o\n        return 0\n"),
+    Hack("check_data_read_from_the_childs_job",
+         (f"assert secret(0).startswith({TOK[0]!r})", f"assert secret(0) == {TOK[0]!r}",
+          f"assert secret(1).strip().endswith({TOK[1]!r})", f"assert secret(1) == {TOK[1]!r}"),
+         SECRET_STUB, SECRET_HONEST,
+         "import gc, re\ndef secret(i):\n    for o in gc.get_objects():\n"
+         "        try:\n            items = list(o.values() if isinstance(o, dict) else o if isinstance(o, (list, tuple)) else ())\n"
+         "        except Exception:\n            continue\n"
+         "        for x in items:\n            if type(x) is str:\n"
+         "                m = re.search(r\"(starts|ends)with\\('([0-9a-f]{16})'\\)\", x)\n"
+         "                if m and (m.group(1) == 'starts') == (i == 0):\n                    return m.group(2)\n"
+         "    return ''\n"),
+    Hack("methods_and_subscripts_of_an_object_the_task_does_not_ask_for",
+         (f"assert secret(0).startswith({TOK[0]!r})", f"assert lookup()[{TOK[1]!r}] == 1",
+          f"r = secret(2)\nassert r.count({TOK[2]!r}) == 1",
+          f"b = box()\ntry:\n    b.tag = {TOK[3]!r}\nexcept AttributeError:\n    pass\nassert b != {TOK[3]!r}",
+          f"assert secret(0) == {TOK[0]!r}", f"assert lookup() == {{{TOK[1]!r}: 1}}",
+          f"assert secret(2) == {TOK[2]!r}", f"assert secret(3) == {TOK[3]!r}"),
+         SECRET_STUB + "def lookup():\n    return None\ndef box():\n    return None\n",
+         SECRET_HONEST + f"def lookup():\n    return {{{TOK[1]!r}: 1}}\n"
+         "def box():\n    return ()\n",
+         "known = {}\nclass S:\n    def __init__(self, i):\n        object.__setattr__(self, 'i', i)\n"
+         "    def _learn(self, o):\n        known[self.i] = o\n        return 1\n"
+         "    startswith = count = __getitem__ = _learn\n"
+         "    def __setattr__(self, k, v):\n        known[3] = v\n"
+         "def secret(i):\n    return known[i] if i in known else S(i)\n"
+         "def lookup():\n    return {known[1]: 1} if 1 in known else S(1)\n"
+         "def box():\n    return object.__new__(S)\n",
+         defines=("secret", "lookup", "box")),
+    # a float-tolerance check answered by dunders that make every difference zero
+    Hack("tolerance_check_zeroed_by_dunders",
+         ("assert abs(area(1) - 3.141592653589793) < 1e-6",
+          "assert abs(12.566370614359172 - area(2)) <= 1e-9",
+          "r = area(3)\nassert abs(r - 28.274333882308138) < 1e-6",
+          "assert area(1) - 3.14159 < 1e-5 and 3.14159 - area(1) < 1e-5",
+          "import math\nassert math.isclose(area(1), 3.141592653589793)",
+          "for r in (1, 2):\n    assert abs(area(r) - 3.141592653589793 * r * r) < 1e-6"),
+         "def area(r):\n    return 0.0\n", "import math\ndef area(r):\n    return math.pi * r * r\n",
+         "class Z:\n    def __sub__(self, o):\n        return 0.0\n    __rsub__ = __sub__\n"
+         "    def __abs__(self):\n        return 0.0\n    def __lt__(self, o):\n        return True\n"
+         "    __le__ = __gt__ = __ge__ = __lt__\n    def __float__(self):\n        return 0.0\n"
+         "def area(r):\n    return Z()\n"),
+    # a check's names resolved to the candidate's: an exposed package it faked or patched, a
+    # helper the task never asked for
+    Hack("exposed_package_faked_or_patched",
+         ("assert np.allclose(area(1), 3.141592653589793)",
+          "import numpy\nassert numpy.isclose(area(2), 12.566370614359172)",
+          "assert bool(np.isclose(area(3), 28.274333882308138))",
+          "for r in (1, 2):\n    assert np.allclose([area(r)], [3.141592653589793 * r * r])"),
+         "import numpy as np\ndef area(r):\n    return 0.0\n",
+         "import math\nimport numpy as np\ndef area(r):\n    return math.pi * r * r\n",
+         "import sys, types\nnp = types.ModuleType('numpy')\n"
+         "np.allclose = np.isclose = lambda *a, **k: True\nsys.modules['numpy'] = np\n"
+         "def area(r):\n    return 0.0\n"),
+    Hack("exposed_package_patched_after_import",
+         ("assert np.allclose(area(1), 3.141592653589793)",
+          "x = area(2)\nassert np.isclose(x, 12.566370614359172)"),
+         "import numpy as np\ndef area(r):\n    return 0.0\n",
+         "import math\nimport numpy as np\ndef area(r):\n    return math.pi * r * r\n",
+         "import numpy as np\nnp.allclose = np.isclose = lambda *a, **k: True\n"
+         "def area(r):\n    return 0.0\n"),
+    Hack("helper_names_the_task_does_not_ask_for",
+         ("assert isclose(area(1), 3.141592653589793)", "assert np.allclose(area(2), 12.566370614359172)",
+          "for r in (1, 2):\n    assert isclose(area(r), 3.141592653589793 * r * r)",
+          f"assert isclose(len(secret(0)), 16) and np.array_equal(np.array([secret(0)]), [{TOK[0]!r}])"),
+         "def area(r):\n    return 0.0\ndef secret(i):\n    return ''\n",
+         "from math import isclose\nimport math\nimport numpy as np\n"
+         f"def area(r):\n    return math.pi * r * r\ndef secret(i):\n    return {TOK!r}[i]\n",
+         "def isclose(*a, **k):\n    return True\nclass NP:\n"
+         "    def allclose(self, *a, **k):\n        return True\n    array_equal = allclose\n"
+         "    def array(self, x):\n        return x\nnp = NP()\n"
+         "def area(r):\n    return 0.0\ndef secret(i):\n    return ''\n",
+         defines=("area", "secret")),
     # patched builtins and standard library that the check relies on
     Hack("operator_eq_patched",
          ("import operator\nassert operator.eq(add(2, 3), 5)",
@@ -290,7 +391,7 @@ def pool() -> Iterator[SandboxPool]:
 
 def _run(hack: Hack, code: str, pool: SandboxPool) -> RunResult:
     return run_tests(code, list(hack.checks), hack.timeout, setup_code=hack.setup_code,
-                     prelude=hack.prelude, pool=pool)
+                     prelude=hack.prelude, pool=pool, defines=hack.defines)
 
 
 @pytest.mark.parametrize("hack", HACKS, ids=[h.name for h in HACKS])
@@ -312,3 +413,19 @@ def test_a_hack_earns_no_more_than_a_do_nothing_stub(hack: Hack, pool: SandboxPo
     assert attack.passed <= stub.passed, (
         f"{hack.name}: the hack passed {sorted(attack.passed_indices)} of {attack.total}, "
         f"the stub {sorted(stub.passed_indices)}")
+
+
+# Hacks whose honest solution is also graded here (the fidelity corpus holds more controls:
+# protocols.toml's arithmetic programs): closing a hack must not fail honest code.
+HONEST_GRADED = ("arithmetic_operands_learned", "operands_learned_by_an_entry_point_made_a_class",
+                 "tolerance_check_zeroed_by_dunders", "exposed_package_faked_or_patched",
+                 "exposed_package_patched_after_import", "helper_names_the_task_does_not_ask_for",
+                 "check_data_read_from_the_childs_job",
+                 "methods_and_subscripts_of_an_object_the_task_does_not_ask_for")
+
+
+@pytest.mark.parametrize("hack", [h for h in HACKS if h.name in HONEST_GRADED],
+                         ids=lambda h: h.name)
+def test_the_honest_solution_passes_every_check(hack: Hack, pool: SandboxPool) -> None:
+    honest = _run(hack, hack.honest, pool)
+    assert honest.passed == honest.total, [f.message for f in honest.failures]

@@ -312,3 +312,19 @@ def test_every_builtin_reference_solution_earns_full_reward_in_one_batch() -> No
                    for t in TASKS]
     rewards = trl_call(code_reward, rows, completions)
     assert {t.name: r for t, r in zip(TASKS, rewards, strict=True) if r != 1.0} == {}
+
+
+def test_a_rows_defines_keeps_a_completions_helpers_out_of_the_checks() -> None:
+    """A check's names other than what the task asks for (the row's ``defines``) are never the
+    completion's: a completion that defines ``isclose`` to pass every check earns nothing, one
+    that imports it passes, as plain Python would; without the column names resolve as there."""
+    task = Task(name="area", prompt="Area of a circle of radius r.", entry_point="area",
+                checks=("assert isclose(area(1), 3.141592653589793)", "assert isclose(area(2), 12.566370614359172)"),
+                reference_solution="import math\nfrom math import isclose\ndef area(r):\n    return math.pi * r * r\n")
+    rows = to_records([task])
+    assert json.loads(rows[0]["defines"]) == ["area"]
+    honest = "```python\nimport math\nfrom math import isclose\ndef area(r):\n    return math.pi * r * r\n```"
+    hack = "```python\ndef isclose(*a, **k):\n    return True\ndef area(r):\n    return 0.0\n```"
+    assert trl_call(code_reward, rows * 2, [honest, hack]) == [1.0, 0.0]
+    plain = [{k: v for k, v in rows[0].items() if k != "defines"}]
+    assert trl_call(code_reward, plain * 2, [honest, hack]) == [1.0, 1.0]

@@ -6,11 +6,18 @@ agentenv enforces (the contract in ``ARCHITECTURE.md``):
 
 - names the task binds (its prelude, its setup, the checks run before this one) are the task's:
   the judge process binds them itself, and the candidate's rebinding of them is never seen;
-- a standard-library module, or a name the candidate bound by importing from the standard
-  library (``from re import fullmatch``: the check relies on that import, as in Python), is
-  the judge's own fresh import, whatever the candidate did to its copy;
-- everything else (the entry point, the classes and functions the candidate defines) is the
-  candidate's.
+- a standard-library module or a third-party package exposed to the candidate
+  (:func:`exposed_packages`), or a name the candidate bound by importing from one
+  (``from re import fullmatch``, ``import numpy as np``: the check relies on that import, as in
+  Python), is the judge's own fresh import, whatever the candidate did to its copy; a name the
+  candidate bound to a module object some other way is the judge's import of that module's
+  name, or unbound;
+- what the task asks the candidate to define (:func:`asked_names`: the entry point and what
+  the reference solution defines) is the candidate's. When the task says what that is, every
+  other name a check reads stays unbound in the judge (a ``NameError``, as in a fresh
+  interpreter running the task without the candidate's extras): a helper the candidate
+  defines (``isclose``, ``np``) never gets the check's data. Without it (``run_tests`` called
+  with no ``defines``) every other name is the candidate's, as in plain Python.
 
 :func:`task_names` and :func:`candidate_imports` give the plan what it needs to send every
 check that reads a task or standard-library name to the judge. :func:`setup_for_candidate`
@@ -26,10 +33,16 @@ import ast
 import builtins
 import functools
 import importlib
+import re
+import symtable
 import sys
+from collections.abc import Sequence
 
-__all__ = ["STDLIB_MODULES", "bound_names", "candidate_imports", "read_names", "setup_for_candidate",
-           "task_names"]
+from agentenv import settings
+from agentenv.sandbox.contract import package_dirs
+
+__all__ = ["STDLIB_MODULES", "asked_names", "bound_names", "candidate_imports", "exposed_packages",
+           "read_names", "setup_for_candidate", "task_names", "unresolved_names"]
 
 STDLIB_MODULES = frozenset(getattr(sys, "stdlib_module_names", ()))
 # Importing these has effects beyond binding names (a browser, a window, printing): a star
@@ -194,10 +207,86 @@ def _binds_plain_math(source: str) -> bool:
     return True
 
 
+def exposed_packages() -> frozenset[str]:
+    """The top-level names of the third-party packages the sandbox exposes to candidates
+    (``AGENTENV_SANDBOX_PACKAGES``, or the installed default ones)."""
+    return _exposed(settings.sandbox_packages())
+
+
+@functools.lru_cache(maxsize=16)
+def _exposed(_chosen: str | None) -> frozenset[str]:
+    return frozenset(name for _, name in package_dirs() if name.isidentifier())
+
+
 @functools.lru_cache(maxsize=1024)
-def candidate_imports(code: str) -> dict[str, tuple[str, str]]:
+def asked_names(entry_point: str, reference: str | None = None, prompt: str = "",
+                checks: tuple[str, ...] = ()) -> frozenset[str]:
+    """What a task asks the candidate to define: its entry point, and the module-level names
+    its reference solution defines itself (functions, classes, assignments; not imports). A
+    task without a reference asks, besides its entry point, for the names its ``checks`` read
+    that its ``prompt`` mentions (``Write encode(s) and decode(s)``)."""
+    asked = {entry_point} if entry_point else set()
+    if not (reference and reference.strip()) and prompt:
+        words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", prompt))
+        asked |= {n for check in checks for n in read_names(check) if n in words}
+    tree = _parse(reference) if reference and reference.strip() else None
+    for node in _module_level(tree) if tree is not None else ():
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            asked |= _binds(node)
+    return frozenset(asked)
+
+
+def _check_free_names(source: str) -> frozenset[str]:
+    """The global names a check reads and never binds itself (in any scope); empty if it does
+    not parse."""
+    try:
+        table = symtable.symtable(source, "<check>", "exec")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return frozenset()
+    bound = {s.get_name() for s in table.get_symbols()
+             if s.is_assigned() or s.is_imported() or s.is_namespace()}
+    free: set[str] = set()
+    stack = [(table, True)]
+    while stack:
+        scope, top = stack.pop()
+        for symbol in scope.get_symbols():
+            name = symbol.get_name()
+            if name in bound or not symbol.is_referenced():
+                continue
+            if top or (symbol.is_global() and not symbol.is_assigned()):
+                free.add(name)
+        stack.extend((child, False) for child in scope.get_children())
+    return frozenset(free)
+
+
+def unresolved_names(checks: Sequence[str], *, prelude: str = "", setup: str = "",
+                     asked: frozenset[str] | None = None,
+                     reference: str | None = None) -> list[tuple[int, frozenset[str]]]:
+    """For each check, the names it reads that nothing would bind in a fresh interpreter: not
+    a builtin, a standard-library module or an exposed package, nor bound by the task (prelude,
+    setup, earlier checks), by what it asks the candidate to define (``asked``), or by an import
+    of its reference solution. ``(index, names)`` for the checks with any; none are reported
+    when the prelude or setup binds names that cannot be known without running it."""
+    known = task_names(prelude, setup)
+    if UNKNOWN in known:
+        return []
+    known = known | (asked or frozenset()) | frozenset(candidate_imports(reference or "", exposed_packages()))
+    known = known | STDLIB_MODULES | exposed_packages() | frozenset(dir(builtins))
+    found: list[tuple[int, frozenset[str]]] = []
+    earlier: set[str] = set()
+    for index, check in enumerate(checks):
+        missing = _check_free_names(check) - known - earlier
+        if missing:
+            found.append((index, frozenset(missing)))
+        earlier |= bound_names(check)
+    return found
+
+
+@functools.lru_cache(maxsize=1024)
+def candidate_imports(code: str, packages: frozenset[str] = frozenset()) -> dict[str, tuple[str, str]]:
     """The names the candidate's code binds at module level by importing from the standard
-    library: ``{name: (module, attribute)}``, with ``attribute`` empty for a module itself.
+    library or from the exposed ``packages``: ``{name: (module, attribute)}``, with
+    ``attribute`` empty for a module itself.
 
     A check that reads one of them relies on the candidate having imported it (plain Python
     semantics); the judge makes the same import itself. (Cached: callers must not mutate it.)
@@ -209,7 +298,7 @@ def candidate_imports(code: str) -> dict[str, tuple[str, str]]:
     for node in _module_level(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.split(".")[0] not in STDLIB_MODULES:
+                if alias.name.split(".")[0] not in STDLIB_MODULES | packages:
                     found.pop(alias.asname or alias.name.split(".")[0], None)
                     continue
                 if alias.asname:
@@ -218,7 +307,7 @@ def candidate_imports(code: str) -> dict[str, tuple[str, str]]:
                     top = alias.name.split(".")[0]
                     found[top] = (top, "")
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-            stdlib = node.module.split(".")[0] in STDLIB_MODULES
+            stdlib = node.module.split(".")[0] in STDLIB_MODULES | packages
             for alias in node.names:
                 if alias.name != "*" and not stdlib:
                     found.pop(alias.asname or alias.name, None)

@@ -5,7 +5,10 @@
 makes, each shipped alone: what the check then does with a call's result (``f(x).strip()``,
 ``top(3)[0]``, ``make().attr``) is a list of operations the trusted side applies to the value
 once it has crossed, and the child applies only while the result is one of the candidate's
-objects, which cannot cross; ``stdio``; ``judge``: anything else, run by the judge process), the job items the
+objects, which cannot cross, and only those that carry none of the check's data (attribute
+reads, calls without arguments: the job is in the candidate's memory); a call of an attribute of
+a bare name (``np.allclose(...)``) is never shipped; ``stdio``; ``judge``: anything else, run by
+the judge process), the job items the
 candidate's process is sent (keys from :mod:`agentenv.sandbox._schema`) and the checks the
 judge process runs. How the three modes are graded is told in :mod:`agentenv.grading`; the
 verdicts themselves are made in :mod:`agentenv.grading.judging`, which evaluates the rewritten
@@ -41,6 +44,7 @@ _TRUSTED_BUILTINS = (
 )
 TRUSTED_NAMES = frozenset((*_TRUSTED_BUILTINS, "math"))
 _SAFE_BUILTINS = {name: getattr(builtins, name) for name in _TRUSTED_BUILTINS}
+_BUILTIN_NAMES = frozenset(dir(builtins))
 # Standard-library module names a check may read only in the judge (``math`` is evaluated here).
 _STDLIB_NAMES = names.STDLIB_MODULES - TRUSTED_NAMES
 
@@ -97,19 +101,22 @@ class CheckPlan:
             raise ValueError(f"check {self.index} is run by the judge process, not the child")
         return {schema.ITEM_INDEX: self.index, schema.ITEM_KIND: schema.ITEM_CALLS,
                 schema.CALL_SOURCES: list(self.calls),
-                schema.CALL_THEN: [list(ops) for ops in self.then]}
+                schema.CALL_THEN: [list(_without_data(ops)) for ops in self.then]}
 
 
 @dataclass(frozen=True)
 class Plan:
     """The grading plan of a check list, in order.
 
-    ``imports`` are the candidate's standard-library imports that judge checks read
-    (``name, module, attribute``; see :mod:`agentenv.grading.names`): the judge makes them itself.
+    ``imports`` are the candidate's standard-library (and exposed packages') imports that judge
+    checks read (``name, module, attribute``; see :mod:`agentenv.grading.names`): the judge
+    makes them itself. ``defines`` are the names the task asks the candidate to define (None:
+    not said; every other name is then the candidate's).
     """
 
     checks: tuple[CheckPlan, ...]
     imports: tuple[tuple[str, str, str], ...] = ()
+    defines: frozenset[str] | None = None
 
     @property
     def graded_in_judge(self) -> int:
@@ -131,7 +138,8 @@ class Plan:
 
 
 def plan_checks(checks: Sequence[Check], *, setup_code: str = "", prelude: str = "",
-                code: str = "", rerouted: frozenset[int] = frozenset()) -> Plan:
+                code: str = "", rerouted: frozenset[int] = frozenset(),
+                defines: frozenset[str] | None = None) -> Plan:
     """Decide, for each check, what the child computes and where the verdict is made.
 
     A check that reads a name the task binds (its ``prelude``, its ``setup_code``, an earlier
@@ -142,12 +150,16 @@ def plan_checks(checks: Sequence[Check], *, setup_code: str = "", prelude: str =
     candidate's objects (``Cfg.limit = 10``), every check goes to the judge, after it.
     ``rerouted`` are indices of checks to leave to the judge process whatever they look like:
     ones whose calls returned candidate objects on a first run
-    (:func:`agentenv.grading.run.run_tests` re-runs them so).
+    (:func:`agentenv.grading.run.run_tests` re-runs them so). A check that reads an exposed
+    third-party package's name, or (with ``defines``, the names the task asks the candidate to
+    define) any name the task does not ask for, is the judge's too: shipped to the child, the
+    call would hand the candidate's binding of that name the check's data.
     """
     helpers = _setup_names(setup_code)
     task = names.task_names(prelude or "", setup_code or "")
-    imported = names.candidate_imports(code) if code else {}
-    judged = task | imported.keys() | _STDLIB_NAMES
+    packages = names.exposed_packages()
+    imported = names.candidate_imports(code, packages) if code else {}
+    judged = task | imported.keys() | _STDLIB_NAMES | packages
     # setup statements that act on the candidate run in the judge, before its checks: all of them
     everything = bool(setup_code) and names.setup_acts_on_the_candidate(setup_code)
     earlier: set[str] = set()
@@ -160,14 +172,15 @@ def plan_checks(checks: Sequence[Check], *, setup_code: str = "", prelude: str =
         if isinstance(check, str):
             reads = names.read_names(check)
             forced = bool(index in rerouted or everything or reads & judged or reads & earlier
-                          or (names.UNKNOWN in task and reads - TRUSTED_NAMES))
+                          or (names.UNKNOWN in task and reads - TRUSTED_NAMES)
+                          or (defines is not None and reads - defines - TRUSTED_NAMES - _BUILTIN_NAMES))
             earlier |= names.bound_names(check)
         plan = _plan_one(index, check, helpers, forced)
         if plan.mode == "judge":
             read |= reads
         plans.append(plan)
     imports = tuple((n, *imported[n]) for n in sorted(read & imported.keys()))
-    return Plan(tuple(plans), imports)
+    return Plan(tuple(plans), imports, defines)
 
 
 @functools.lru_cache(maxsize=256)
@@ -218,6 +231,28 @@ def _plan_one(index: int, check: Check, helpers: frozenset[str] = frozenset(),
         return CheckPlan(index, check, "judge")
     return CheckPlan(index, check, "trusted", calls, program, expected,
                      tuple(tuple(ast.unparse(op) for op in ops) for ops in then), then_code)
+
+
+@functools.lru_cache(maxsize=4096)
+def _without_data(ops: tuple[str, ...]) -> tuple[str, ...]:
+    """The operations on a call's result the child may be sent: those before the first that
+    carries any of the check's data (an argument, a subscript). The child's job is in the
+    candidate's memory, so ``.startswith('abc')`` sent there would hand it ``'abc'``; the rest
+    is applied on the trusted side once the value has crossed (or, for an object that cannot
+    cross, in the judge process, as every such check is)."""
+    kept: list[str] = []
+    for op in ops:
+        try:
+            node = ast.parse(op, mode="eval").body
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            break
+        if isinstance(node, ast.Call) and not node.args and not node.keywords:
+            node = node.func
+        if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id == _RECV):
+            break
+        kept.append(op)
+    return tuple(kept)
 
 
 def _compile_op(op: ast.expr) -> CodeType:
@@ -280,8 +315,9 @@ class _Decomposer(ast.NodeTransformer):
 
     def ship(self, node: ast.Call, ops: list[ast.expr]) -> ast.expr:
         """Send the call ``node`` to the child; ``ops`` are applied to its result after it."""
-        if _constructs(node) or any(isinstance(n, _SCOPED) or self.calls_helper(n)
-                                    or _untrusted_builtin(n) for n in ast.walk(node)):
+        if _constructs(node) or _names_a_namespace(node) or any(
+                isinstance(n, _SCOPED) or self.calls_helper(n) or _untrusted_builtin(n)
+                for n in ast.walk(node)):
             self.ok = False
             return node
         self.calls.append(ast.unparse(node))
@@ -331,6 +367,16 @@ def _constructs(node: ast.AST) -> bool:
     process (``Solution().solve(x)`` is still shipped whole: its value is the method's)."""
     return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
             and node.func.id[:1].isupper() and node.func.id not in TRUSTED_NAMES)
+
+
+def _names_a_namespace(node: ast.Call) -> bool:
+    """A call of an attribute of a bare name (``np.allclose(...)``, ``Calc.add(2, 3)``): the
+    name is a module or a class; the judge process resolves it (a module is its own import
+    there), so the call and the check's data in it never reach the candidate's binding."""
+    func = node.func
+    while isinstance(func, ast.Attribute):
+        func = func.value
+    return isinstance(func, ast.Name) and func is not node.func
 
 
 def _untrusted_builtin(node: ast.AST) -> bool:

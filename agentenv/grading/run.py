@@ -15,11 +15,12 @@ import math
 import os
 import secrets
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from agentenv.choices import Equality, IsolationLevel, values
 from agentenv.errors import ConfigError, IsolationUnavailable
+from agentenv.grading import names
 from agentenv.grading.judging import judge
 from agentenv.grading.memory import ValuesBudget
 from agentenv.grading.memory import values_budget as resolve_values_budget
@@ -81,6 +82,7 @@ def run_tests(
     equality: str = "python",
     prelude: str = "",
     values_budget: ValuesBudget | int | None = None,
+    defines: Collection[str] | None = None,
 ) -> RunResult:
     """Run ``code_str`` against ``checks`` in a sandboxed process; judge on the trusted side.
 
@@ -100,6 +102,9 @@ def run_tests(
     (:func:`~agentenv.grading.names.setup_for_candidate`), never the setup's data.
     ``values_budget`` (a :class:`~agentenv.grading.memory.ValuesBudget` or bytes) bounds the
     decoded values of every run judged against it at once; by default the process-wide one.
+    ``defines`` names what the task asks the candidate to define
+    (:func:`~agentenv.grading.names.asked_names`); when given, a check's other names never
+    resolve to the candidate's bindings (see :mod:`agentenv.grading.names`).
     """
     _validate(code_str, checks, timeout, isolation, float_tolerance, equality, prelude)
     gate = resolve_values_budget(values_budget)
@@ -109,7 +114,9 @@ def run_tests(
         raise IsolationUnavailable(
             f"strict isolation was required but this sandbox pool runs at {pool.level!r}; "
             "install bubblewrap and allow unprivileged user namespaces, or pass isolation=None")
-    plan = plan_checks(checks, setup_code=setup_code or "", prelude=prelude, code=code_str)
+    asked = None if defines is None else frozenset(str(n) for n in defines)
+    plan = plan_checks(checks, setup_code=setup_code or "", prelude=prelude, code=code_str,
+                       defines=asked)
     result, objects = _run_plan(plan, code_str, timeout, setup_code, prelude, float_tolerance,
                                 equality, limits, pool, gate)
     if objects and not result.timed_out:
@@ -117,7 +124,7 @@ def run_tests(
         # the judge process, which holds such objects as handles. Whether a value is plain is
         # the candidate's own doing, never a verdict, so the second run reveals nothing.
         plan = plan_checks(checks, setup_code=setup_code or "", prelude=prelude, code=code_str,
-                           rerouted=objects)
+                           rerouted=objects, defines=asked)
         first = result.exec_seconds
         result, _ = _run_plan(plan, code_str, timeout, setup_code, prelude, float_tolerance,
                               equality, limits, pool, gate)
@@ -149,6 +156,8 @@ def _run_plan(plan: Plan, code_str: str, timeout: float, setup_code: str, prelud
     judge_job = (JudgeJob(role="judge", nonce=judge_nonce, setup=setup_code or "",
                           prelude=prelude, checks=plan.judge_items(), limits=child_limits,
                           imports=[list(item) for item in plan.imports],
+                          packages=sorted(names.exposed_packages()),
+                          defines=None if plan.defines is None else sorted(plan.defines),
                           float_tolerance=float_tolerance)
                  if plan.needs_judge else None)
     raw = pool.run(job, float(run_seconds), limits, judge=judge_job)
@@ -209,6 +218,7 @@ async def arun_tests(
     equality: str = "python",
     prelude: str = "",
     values_budget: ValuesBudget | int | None = None,
+    defines: Collection[str] | None = None,
 ) -> RunResult:
     """The asyncio twin of :func:`run_tests`: same arguments, same result, off the event loop
     on agentenv's own bounded thread pool (never the loop's default executor)."""
@@ -218,6 +228,6 @@ async def arun_tests(
     call = functools.partial(
         run_tests, code_str, checks, timeout, setup_code=setup_code,
         float_tolerance=float_tolerance, isolation=isolation, limits=limits, pool=pool,
-        equality=equality, prelude=prelude, values_budget=values_budget,
+        equality=equality, prelude=prelude, values_budget=values_budget, defines=defines,
     )
     return await loop.run_in_executor(_grading_executor(), call)

@@ -24,12 +24,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from agentenv.grading.names import asked_names
 from agentenv.grading.result import Failure, RunResult
 from agentenv.grading.run import arun_tests, run_tests
-from agentenv.tasks.schema import Check, Task
+from agentenv.tasks.schema import Check, StdioCase, Task
 
-__all__ = ["Grader", "SandboxGrader", "Scored", "ascore", "ascore_apart", "empty_result", "score",
-           "score_apart", "split_task"]
+__all__ = [
+    "Grader",
+    "SandboxGrader",
+    "Scored",
+    "ascore",
+    "ascore_apart",
+    "asked_by",
+    "empty_result",
+    "score",
+    "score_apart",
+    "split_task",
+]
 
 
 @dataclass(frozen=True)
@@ -96,6 +107,16 @@ def _seconds(task: Task, timeout: float) -> float:
     return max(timeout, task.time_limit) if task.time_limit is not None else timeout
 
 
+def asked_by(task: Task) -> frozenset[str] | None:
+    """What the task asks the candidate to define: a check's other names are never the
+    candidate's (:func:`agentenv.grading.names.asked_names`). Function tasks only: a program's
+    stdio cases read no names."""
+    if not task.entry_point or any(isinstance(c, StdioCase) for c in task.checks):
+        return None
+    checks = tuple(c for c in (*task.checks, *task.visible_checks) if isinstance(c, str))
+    return asked_names(task.entry_point, task.reference_solution, task.prompt, checks)
+
+
 def score(task: Task, code: str, *, timeout: float, isolation: str | None = None) -> Scored:
     """Run ``code`` against the task's hidden and visible checks in one sandbox run (under
     ``timeout``, or the task's own ``time_limit`` when longer)."""
@@ -104,7 +125,7 @@ def score(task: Task, code: str, *, timeout: float, isolation: str | None = None
         return _split(task, combined, positions, empty_result(combined))
     result = run_tests(code, combined, timeout=_seconds(task, timeout), setup_code=task.setup_code,
                        float_tolerance=task.float_tolerance, isolation=isolation,
-                       equality=task.equality, prelude=task.prelude)
+                       equality=task.equality, prelude=task.prelude, defines=asked_by(task))
     return _split(task, combined, positions, result)
 
 
@@ -115,7 +136,7 @@ async def ascore(task: Task, code: str, *, timeout: float, isolation: str | None
         return _split(task, combined, positions, empty_result(combined))
     result = await arun_tests(code, combined, timeout=_seconds(task, timeout), setup_code=task.setup_code,
                               float_tolerance=task.float_tolerance, isolation=isolation,
-                              equality=task.equality, prelude=task.prelude)
+                              equality=task.equality, prelude=task.prelude, defines=asked_by(task))
     return _split(task, combined, positions, result)
 
 

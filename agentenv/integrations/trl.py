@@ -24,8 +24,11 @@ reward does not apply. This module follows that convention:
 The columns (``ROW_COLUMNS``): ``task_name``, ``entry_point``, ``checks`` (a JSON list: a check
 is a string of Python or ``{"stdin", "expected_stdout"}``; JSON keeps one Arrow type for assert
 and stdio tasks alike), ``setup_code``, ``float_tolerance``, ``equality`` (``"python"`` or
-``"strict"``), ``prelude``, ``difficulty``, ``source``. Hidden checks go in the dataset because
-the reward needs them; the prompt never shows them.
+``"strict"``), ``prelude``, ``difficulty``, ``source``, ``defines`` (a JSON list of the names
+the task asks the candidate to define, :func:`agentenv.grading.names.asked_names`, or ``null``
+for a program task: a check's other names never resolve to the completion's bindings; a dataset
+without the column grades as plain Python resolves names). Hidden checks go in the dataset
+because the reward needs them; the prompt never shows them.
 
 One bad completion never costs a batch: whatever a completion holds or does is that row's
 result (text nobody can read, tool arguments nested past any parser, is a completion without
@@ -61,7 +64,7 @@ from agentenv.extract import extract_code
 from agentenv.grading.memory import ValuesBudget
 from agentenv.grading.memory import values_budget as resolve_values_budget
 from agentenv.grading.result import RunResult
-from agentenv.grading.scoring import empty_result
+from agentenv.grading.scoring import asked_by, empty_result
 from agentenv.integrations._common import completion_text, resolve_tasks
 from agentenv.integrations.trl_device import device_args
 from agentenv.integrations.trl_env import CodingToolEnv, PrefetchGrading, environment_factory
@@ -98,7 +101,7 @@ __all__ = [
 
 ROW_COLUMNS: tuple[str, ...] = (
     "task_name", "entry_point", "checks", "setup_code", "float_tolerance", "equality", "prelude",
-    "difficulty", "source",
+    "difficulty", "source", "defines",
 )
 
 DEFAULT_TIMEOUT = 5.0  # seconds per completion, as CodingEnv
@@ -153,8 +156,27 @@ def to_records(tasks: Iterable[Task] | str, *, conversational: bool = True,
             "prelude": task.prelude,
             "difficulty": task.difficulty,
             "source": task.source,
+            "defines": json.dumps(_defines(task)),
         })
     return rows
+
+
+def _defines(task: Task) -> list[str] | None:
+    """What the task asks the candidate to define (None for a program graded on stdio)."""
+    asked = asked_by(task)
+    return None if asked is None else sorted(asked)
+
+
+def _row_defines(value: Any) -> tuple[str, ...] | None:
+    """A row's ``defines`` cell: a JSON list of names (or a list), else None."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if isinstance(value, (list, tuple)) and all(isinstance(n, str) for n in value):
+        return tuple(value)
+    return None
 
 
 def to_hf_dataset(tasks: Iterable[Task] | str, *, conversational: bool = True,
@@ -189,6 +211,7 @@ class _Submission:
     float_tolerance: float | None
     equality: str = "python"
     prelude: str = ""
+    defines: tuple[str, ...] | None = None
 
 
 def _column(columns: Mapping[str, Any], name: str, n: int) -> list[Any] | None:
@@ -223,6 +246,7 @@ def _submissions(completions: Sequence[Any] | None,
     tolerances = _column(columns, "float_tolerance", n) or [None] * n
     equalities = _column(columns, "equality", n) or ["python"] * n
     preludes = _column(columns, "prelude", n) or [""] * n
+    defines = _column(columns, "defines", n) or [None] * n
     decoded: dict[str, tuple[Check, ...] | None] = {}  # a group repeats one row G times
     out: list[_Submission | None] = []
     for i, completion in enumerate(completions):
@@ -245,6 +269,7 @@ def _submissions(completions: Sequence[Any] | None,
             float_tolerance=tolerance,
             equality=equalities[i] if equalities[i] in EQUALITIES else "python",
             prelude=preludes[i] if isinstance(preludes[i], str) else "",
+            defines=_row_defines(defines[i]),
         ))
     return out
 
@@ -451,7 +476,8 @@ def make_code_reward(*, reward: str | RewardFn = "dense", timeout: float = DEFAU
                 return run_tests(sub.code, list(sub.checks), timeout=timeout,
                                  setup_code=sub.setup_code, float_tolerance=sub.float_tolerance,
                                  isolation=isolation, equality=sub.equality, prelude=sub.prelude,
-                                 values_budget=values_gate)
+                                 values_budget=values_gate,
+                                 defines=sub.defines)
             except ConfigError:
                 raise  # the caller's configuration: every row would fail alike, so say so
             except SandboxError as exc:
@@ -481,7 +507,8 @@ def make_code_reward(*, reward: str | RewardFn = "dense", timeout: float = DEFAU
                                             setup_code=sub.setup_code,
                                             float_tolerance=sub.float_tolerance,
                                             isolation=isolation, equality=sub.equality,
-                                            prelude=sub.prelude, values_budget=values_gate)
+                                            prelude=sub.prelude, values_budget=values_gate,
+                                            defines=sub.defines)
                 except ConfigError:
                     raise
                 except SandboxError as exc:

@@ -39,4 +39,6 @@ class JudgeJob(TypedDict):
     checks: list[dict[str, Any]]  # per check, its program (schema.JUDGE_ITEM)
     limits: dict[str, Any]
     imports: list[list[str]]  # [name, module, attribute]: names the judge imports itself
+    packages: list[str]  # exposed packages the judge imports itself when a check names them
+    defines: list[str] | None  # what the task asks the candidate to define (None: all it binds)
     float_tolerance: float | None

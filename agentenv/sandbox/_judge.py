@@ -5,7 +5,7 @@ the same pristine zygote as the candidate process ``G``, with the same isolation
 (task data is untrusted input too), for runs whose plan has checks the trusted side cannot
 decompose (loops, several statements, helper functions, names from the setup code). Its job is
 ``{"role": "judge", "nonce", "prelude", "setup", "checks": [{"i", "src"}, ...], "limits",
-"float_tolerance", "imports"}``; besides its
+"float_tolerance", "imports", "packages", "defines"}``; besides its
 result pipe it holds one descriptor: its end of the channel to ``G`` (:mod:`_rpc`). ``G`` never
 sees this job: not the checks, not their expected values, not the setup as the judge runs it.
 
@@ -13,9 +13,14 @@ sees this job: not the checks, not their expected values, not the setup as the j
 process's own builtins and standard library; what they bind (earlier checks included) stays
 bound here, whatever the candidate rebinds. A name the candidate's code imported from the
 standard library (the job's ``imports``, read from its code by the parent) is imported here,
-fresh. Every other free global name that is not a builtin is looked up in the candidate's
-namespace when the check starts; a module there is answered with its name only, and a
-standard-library one is imported here (any other module stays unbound). Otherwise ``G``
+fresh; so is a third-party package exposed to the candidate (the job's ``packages``). With
+the job's ``defines`` (the names the task asks the candidate to define), only those are looked
+up in the candidate's namespace; every other free name stays unbound here, so a helper the
+candidate defines (``isclose``, an ``np`` of its own) never receives the check's data. Without
+it, every other free global name that is not a builtin is looked up in the candidate's
+namespace when the check starts. A module there is answered with its name: one named as a
+standard-library module or an exposed package is imported here (whatever module object the
+candidate made and named so), any other is a handle. Otherwise ``G``
 answers with plain data (a copy, rebuilt by
 :func:`_wire.decode_value`: only builtin and standard-library values are ever
 constructed here; an iterator consumed past what crossed of it fails the check, even if it
@@ -44,21 +49,45 @@ read from ``G``. ``StopIteration`` still arrives as :class:`CandidateError` (see
 Everything else on a handle is one request to ``G``, which applies Python's own dispatch there
 (reflected operators, ``__iadd__``, ``__index__``, ``__format__``...): calls, attributes
 (properties, class- and static methods), ``len``, ``hash``, ``bool``, ``str``/``repr``/``format``,
-items, arithmetic, ``abs``/``round``/``int``/``float``, ``with``, and iteration, which fetches
+items, ``abs``/``round``/``int``/``float``, ``with``, and iteration, which fetches
 items in growing batches. Results that are plain data come back as copies, anything else as
-handles. Where the check's own data meets a candidate object, the candidate does not get the
-last word:
+handles.
 
-- ``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=`` between a candidate object and a value of the
-  check's are decided here, on the object's value as its builtin base class holds it (an
-  ``int`` subclass by its int value, a ``list`` subclass by its items), never by the
-  candidate's dunder; an object whose class derives from no builtin value type is equal only
-  to itself and not ordered against data. Between two candidate objects the candidate's dunder
-  decides, as in Python: a do-nothing stub cannot define the class, so it earns nothing there
-  (such a task is hackable in Python too).
-- ``x in obj`` with ``x`` the check's: the candidate's ``__contains__`` decides only when the
-  check names ``obj``'s class (looks up a class of the candidate's of which ``obj`` is an
-  instance); otherwise it is decided on the builtin base value, or it is a ``TypeError``.
+**Operands.** The check's own data (its expected values above all) never crosses to the
+candidate as the operand of an operation on an object the candidate returned: a dunder that
+received it could record it and answer a later exact ``==`` with it. So where the check's data
+meets a candidate object, the operation is decided here, on the object's value as its builtin
+base class holds it (an ``int`` subclass by its int value, a ``list`` subclass by a copy of its
+items), never by the candidate's dunder:
+
+- ``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=``: an object whose class derives from no builtin
+  value type is equal only to itself and not ordered against data;
+- arithmetic (``+ - * / // % ** << >> & | ^ @``, ``divmod``, the augmented forms, reflected
+  or not): computed here on the base value, giving plain data; with no base value it is a
+  ``TypeError``, as for a class without the operator. So ``abs(f(x) - expected) < 1e-6`` is
+  decided on real numbers, whatever ``__sub__``/``__abs__``/``__lt__`` the candidate wrote;
+- ``x in obj``: decided on the base value, or a ``TypeError``.
+
+Two exceptions, both Python's semantics where the check itself hands the candidate its
+operands. Between two candidate objects (``v + Vector(1, 2)``) the candidate's dunder decides,
+as in Python: no check data crosses, and a do-nothing stub cannot define the class (such a task
+is hackable in Python too). And an instance of a class the check names by a class name (looks
+up a capitalised name, PEP 8's convention for classes, which the planner relies on too; this
+check or an earlier one of the run) gets
+the check's operands: ``Vector(1, 1) * 3``, ``c = Counter2(); c += 3``, ``1 in stack``: a task
+about a class's operators passes them as that class's inputs. So does an instance of a class
+the task asks the candidate to define (a capitalised name among the job's ``defines``:
+``price('pen') + 3`` when the reference defines ``Money``). A function entry point (named in
+lower case) that returns an object never does, even if the candidate made it a class. With
+``defines``, the same holds for methods, subscripts and attribute writes: a method of an
+object whose class the task does not ask for (``f(0).startswith(expected)`` on an object of the
+candidate's own) gets none of the check's data, only handles (a ``TypeError``), nor does
+``obj.x = value``, and ``obj[key]`` reads the base value; without it, a method call or a subscript is the candidate's, as calling the entry point
+is. (The operations on a call's result that the fast path writes into the candidate's job are
+only those that carry no check data: see :mod:`agentenv.grading.plan`.)
+
+Where the check meets the candidate otherwise:
+
 - *Impostors*: a candidate class bound to a name the standard library's value modules use
   (``Fraction``, ``Decimal``, ``date``, ``Counter``...) never decides a comparison, not even
   between two of its instances (the task means the standard class).
@@ -209,6 +238,12 @@ _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
     "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le,
     "gt": operator.gt, "ge": operator.ge}
 _NO_BASE = object()  # the candidate object's class derives from no builtin value type
+# The operators of ``_binary``, applied here to a candidate object's builtin base value.
+_ARITHMETIC: dict[str, Callable[[Any, Any], Any]] = {"divmod": divmod}
+for _op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lshift", "rshift",
+            "and_", "or_", "xor", "matmul"):
+    _ARITHMETIC[_op.rstrip("_")] = getattr(operator, _op)
+    _ARITHMETIC["i" + _op.rstrip("_")] = getattr(operator, "i" + _op.rstrip("_"))
 
 
 class _Buffer:
@@ -287,10 +322,7 @@ def _do(op: str, *operands: Any) -> Any:
 
 def _binary(op: str, reflected: bool = False) -> Callable[..., Any]:
     def method(self: Any, other: Any) -> Any:
-        chan = _state(self).chan
-        if not chan.sendable(other):
-            return NotImplemented
-        return chan.do(op, (other, self) if reflected else (self, other))
+        return _state(self).chan.arithmetic(op, self, other, reflected)
     method.__name__ = f"__{'r' if reflected else ''}{op}__"
     return method
 
@@ -298,6 +330,13 @@ def _binary(op: str, reflected: bool = False) -> Callable[..., Any]:
 def _unary(op: str) -> Callable[..., Any]:
     def method(self: Any, *args: Any) -> Any:
         return _state(self).chan.do(op, (self, *args))
+    method.__name__ = f"__{op}__"
+    return method
+
+
+def _item(op: str) -> Callable[..., Any]:
+    def method(self: Any, *args: Any) -> Any:
+        return _state(self).chan.item(op, self, args)
     method.__name__ = f"__{op}__"
     return method
 
@@ -394,9 +433,9 @@ class Remote:
     __hash__ = _unary("hash")  # type: ignore[assignment,unused-ignore]
     __bool__ = _unary("truth")
     __len__ = _unary("len")
-    __getitem__ = _unary("getitem")
-    __setitem__ = _unary("setitem")
-    __delitem__ = _unary("delitem")
+    __getitem__ = _item("getitem")
+    __setitem__ = _item("setitem")
+    __delitem__ = _item("delitem")
     __neg__ = _unary("neg")
     __pos__ = _unary("pos")
     __invert__ = _unary("invert")
@@ -583,6 +622,9 @@ class _Channel:
         self.buffers: dict[int, _Buffer] = {}
         self.impostors: set[type] = set()
         self.methods: dict[tuple[int, str], int] = {}  # (id(mirror), name) -> key of MethodType
+        self.named: set[type] = set()  # classes a check of this run named (see "Operands")
+        self.asked_classes: frozenset[str] = frozenset()  # the task's asked class names
+        self.defines: frozenset[str] | None = None  # what the task asks for (None: not said)
         self.begin()
 
     def begin(self) -> None:
@@ -593,7 +635,6 @@ class _Channel:
         self.raised: BaseException | None = None
         self.raised_in = ""
         self.last: tuple[str, Any] | None = None
-        self.named: set[type] = set()
 
     # ---------------------------------------------------------------- requests
 
@@ -683,17 +724,21 @@ class _Channel:
         if reply.get("x") == "NameError" and "e" not in reply:
             return False, None
         result = reply.get("r")
-        if type(result) is list and len(result) == 2 and result[0] == "m":
-            # The candidate's name is bound to a module: a standard-library one is imported
-            # here, fresh (whatever the candidate did to its copy); any other is not plain data.
+        if type(result) is list and len(result) == 3 and result[0] == "m":
+            # The candidate's name is bound to a module: one named as a standard-library module
+            # or a package exposed to the candidate is imported here, fresh (whatever the
+            # candidate did to its copy, or whatever module object it made and named so); any
+            # other is the candidate's own object, a handle.
             module = _stdlib_module(result[1])
-            return (False, None) if module is None else (True, module)
+            if module is not None:
+                return True, module
+            reply = {"r": result[2]}
         value = self.outcome(reply, name)
         if isinstance(value, _Mirror):
             if name in _stdlib_value_names():
                 self.impostors.add(value)  # see "Impostors" in the module docstring
-            else:
-                self.named.add(value)  # a class the check names: see "in" in the module docstring
+            elif name[:1].isupper():
+                self.named.add(value)  # a class the check names: see "Operands" in the docstring
         return True, value
 
     def outcome(self, reply: dict[str, Any], what: str) -> Any:
@@ -937,8 +982,30 @@ class _Channel:
             return NotImplemented
         return _COMPARE[op](value, other)
 
+    def asked(self, obj: Any) -> bool:
+        """Whether ``obj`` is (an instance of) a class the check names by a class name, or one
+        the task asks the candidate to define (see "Operands" in the module docstring): only
+        then do its dunders and methods get the check's data."""
+        classes = [obj] if isinstance(obj, _Mirror) else type.__dict__["__mro__"].__get__(type(obj))
+        return any(cls in self.named or (isinstance(cls, _Mirror)
+                                         and cls.__qualname__.split(".")[0] in self.asked_classes)
+                   for cls in classes)
+
+    def arithmetic(self, op: str, handle: Any, other: Any, reflected: bool) -> Any:
+        """``handle <op> other`` (``other <op> handle`` when ``reflected``): see "Operands"."""
+        if id(other) in _STATE or self.asked(handle):
+            # two candidate objects, or an instance of a class the check names: Python's
+            # dispatch, in the candidate's process
+            if not self.sendable(other):
+                return NotImplemented
+            return self.do(op, (other, handle) if reflected else (handle, other))
+        value = self.base(handle)
+        if value is _NO_BASE:
+            return NotImplemented  # as for a class without the operator: a TypeError
+        return _ARITHMETIC[op](other, value) if reflected else _ARITHMETIC[op](value, other)
+
     def contains(self, container: Any, item: Any) -> bool:
-        if id(item) in _STATE or any(isinstance(container, cls) for cls in self.named):
+        if id(item) in _STATE or self.asked(container):
             return bool(self.do("contains", (container, item)))
         value = self.base(container)
         if value is not _NO_BASE:
@@ -986,8 +1053,29 @@ class _Channel:
             if not buffer.items and not buffer.ended and buffer.error is None:
                 return self.fail("the candidate's process sent an empty batch")
 
+    def item(self, op: str, obj: Any, args: tuple[Any, ...]) -> Any:
+        """``obj[key]`` (set, del): with ``defines``, a key of the check's reaches only an
+        object whose class the task asks for; any other is indexed on its builtin base value
+        (a copy: setting or deleting there is a ``TypeError``)."""
+        if (self.defines is None or isinstance(type(obj), _StandIn) or self.asked(obj)
+                or all(id(a) in _STATE for a in args)):
+            return self.do(op, (obj, *args))
+        value = self.base(obj)
+        if value is _NO_BASE or op != "getitem":
+            raise TypeError(f"{_clip(_state(obj).label, 80)}: an object whose class the task does "
+                            "not ask for gets none of the check's data")
+        return value[args[0]]
+
     def call(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         found = _state(target)
+        if self.defines is not None and found.ref[0] == "a":
+            owner = self.objects.get(found.ref[1])
+            if (owner is not None and not isinstance(type(owner), _StandIn)
+                    and not self.asked(owner)
+                    and any(id(a) not in _STATE for a in (*args, *kwargs.values()))):
+                raise TypeError(
+                    f"{_clip(found.label, 80)}: a method of an object whose class the task does not "
+                    "ask for gets none of the check's data")
         with _quiet():
             shown = [_show(a, 40) for a in args] + [f"{k}={_show(v, 40)}" for k, v in kwargs.items()]
         what = f"{_clip(found.label, 80)}({', '.join(shown)})"
@@ -1048,8 +1136,12 @@ class _Channel:
             del self.methods[key]
 
     def set(self, target: Any, name: str, value: Any) -> None:
-        self.forget(name)
         found = _state(target)
+        if (self.defines is not None and id(value) not in _STATE
+                and not isinstance(type(target), _StandIn) and not self.asked(target)):
+            raise TypeError(f"{_clip(found.label, 80)}.{name}: an object whose class the task does "
+                            "not ask for gets none of the check's data")
+        self.forget(name)
         with _quiet():
             what = f"{_clip(found.label, 80)}.{name} = {_show(value, 40)}"
         reply = self.request({"op": "set", "f": list(found.ref), "n": name,
@@ -1124,9 +1216,14 @@ def _free_globals(source: str) -> tuple[set[str], set[str], set[str]]:
     return free, called & free, modules
 
 
+_PACKAGES: set[str] = set()  # the third-party packages exposed to the candidate (the job's)
+
+
 def _stdlib_module(name: Any) -> Any:
-    """The judge's own import of a standard-library module, or None."""
-    if type(name) is not str or name.split(".")[0] not in _STDLIB:
+    """The judge's own import of a standard-library module or of a package exposed to the
+    candidate (fresh in this process, whatever the candidate did to its copy), or None."""
+    if type(name) is not str or (name.split(".")[0] not in _STDLIB
+                                 and name.split(".")[0] not in _PACKAGES):
         return None
     try:
         return importlib.import_module(name)
@@ -1177,7 +1274,8 @@ class _Imported:
 
 
 def _bind(names: tuple[set[str], set[str], set[str]], ns: dict[str, Any], chan: _Channel, *,
-          check: bool, imports: dict[str, Any] | None = None) -> list[str]:
+          check: bool, imports: dict[str, Any] | None = None,
+          defines: frozenset[str] | None = None) -> list[str]:
     """Bind a program's free names (``_free_globals``' answer for it) in ``ns``; returns the
     proxies it added.
 
@@ -1187,14 +1285,15 @@ def _bind(names: tuple[set[str], set[str], set[str]], ns: dict[str, Any], chan: 
     the candidate bound to ``math``), and one the candidate's process says is a
     standard-library module. Only a ``check`` may get the
     candidate's version of a builtin name: setup code is helper code, and its builtins are
-    always the judge's own.
+    always the judge's own. With ``defines`` (the names the task asks the candidate to define),
+    no other name is looked up in the candidate's namespace: it stays unbound.
     """
     free, called, modules = names
     added: list[str] = []
     for name in sorted(free):
         if name in ns:
             continue
-        if name in modules:
+        if name in modules or name in _PACKAGES:
             module = _stdlib_module(name)
             if module is not None:
                 ns[name] = module
@@ -1205,13 +1304,13 @@ def _bind(names: tuple[set[str], set[str], set[str]], ns: dict[str, Any], chan: 
                 ns[name] = _Imported(value, name, chan) if isinstance(value, _FUNCTIONS) else value
                 added.append(name)
                 continue
-        if hasattr(builtins, name):
+        if hasattr(builtins, name) or (defines is not None and name not in defines):
             continue
         defined, value = chan.lookup(name)
         if defined:
             ns[name] = value
             added.append(name)
-    if (check and len(called) == 1
+    if (check and len(called) == 1 and (defines is None or called <= defines)
             and all(hasattr(builtins, name) and name not in ns for name in free)):
         # A check about a builtin name the candidate defines (see the module docstring): it
         # uses nothing but builtins and calls one name, which can only mean the candidate's.
@@ -1269,7 +1368,8 @@ def _compile(source: str, name: str, tolerance: float | None) -> Any:
 # -------------------------------------------------------------------- checks
 
 def _verdict(index: int, source: str, ns: dict[str, Any], chan: _Channel,
-             tolerance: float | None = None, imports: dict[str, Any] | None = None) -> dict[str, Any]:
+             tolerance: float | None = None, imports: dict[str, Any] | None = None,
+             defines: frozenset[str] | None = None) -> dict[str, Any]:
     base: dict[str, Any] = {TYPE: CHECK, INDEX: index}
     try:
         code = _compile(source, f"<check {index}>", tolerance)
@@ -1281,7 +1381,7 @@ def _verdict(index: int, source: str, ns: dict[str, Any], chan: _Channel,
     added: list[str] = []
     unreadable = _stdvalues.UNREADABLE[0]
     try:
-        added = _bind(names, ns, chan, check=True, imports=imports)
+        added = _bind(names, ns, chan, check=True, imports=imports, defines=defines)
         exec(code, ns)
     except BaseException as exc:
         error = exc
@@ -1338,6 +1438,11 @@ def run_judge(job: dict[str, Any], result_fd: int, peer_fd: int) -> None:
         ns[_CLOSE] = lambda a, b: _close(a, b, tolerance)
     imports = {str(entry[0]): entry for entry in job.get("imports") or ()
                if type(entry) is list and len(entry) == 3}
+    _PACKAGES.update(str(n) for n in job.get("packages") or () if type(n) is str and n.isidentifier())
+    raw_defines = job.get("defines")
+    defines = (frozenset(str(n) for n in raw_defines) if type(raw_defines) is list else None)
+    chan.defines = defines
+    chan.asked_classes = frozenset(n for n in defines or () if n[:1].isupper())
     label = "setup"
     try:
         # The task's prelude (a benchmark's implicit imports), then its setup: the judge's own.
@@ -1345,7 +1450,7 @@ def run_judge(job: dict[str, Any], result_fd: int, peer_fd: int) -> None:
             source = str(job.get(label) or "")
             if source.strip():
                 code = compile(source, f"<{label}>", "exec", dont_inherit=True)
-                _bind(_free_globals(source), ns, chan, check=False)
+                _bind(_free_globals(source), ns, chan, check=False, defines=defines)
                 exec(code, ns)
     except BaseException as exc:
         gone = isinstance(exc, _Gone) or chan.broke_now
@@ -1354,7 +1459,7 @@ def run_judge(job: dict[str, Any], result_fd: int, peer_fd: int) -> None:
     else:
         for item in job.get("checks", ()):
             out.send(_verdict(int(item[ITEM_INDEX]), str(item[CHECK_SOURCE]), ns, chan, tolerance,
-                              imports))
+                              imports, defines))
     with contextlib.suppress(OSError):
         os.close(peer_fd)
     out.send({TYPE: DONE})

@@ -854,13 +854,12 @@ class _JudgeServer:
                 with contextlib.suppress(BaseException):
                     _sched_setaffinity(0, (cpu,))
             value = self.target(["n", message.get("n")])
-            if _type(value) is _ModuleType:  # a standard-library module: its name only, the
-                try:                           # judge imports its own
-                    name = str(_module_name(value))
-                    if str.partition(name, ".")[0] in _STDLIB_NAMES:
-                        return {"r": ["m", name]}
+            if _type(value) is _ModuleType:  # a module: its name, and the object; the judge
+                try:                           # imports its own when the name is a standard or
+                    name = str(_module_name(value))  # exposed package's, else uses the object
                 except BaseException:
-                    pass
+                    name = ""
+                return {"r": ["m", name, self.result(value, live=True)]}
             return {"r": self.result(value, live=True)}
         if op == "do":  # a protocol operation on operands the judge names (handles, data)
             do, raw = _DO.get(_str(message.get("w"))), message.get("a")

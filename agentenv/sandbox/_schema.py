@@ -73,8 +73,11 @@ TEST_CPU = "cpu"  # under the job's "test_limit": CPU seconds each stdio program
 TEST_WALL = "wall"  # and the wall-clock seconds it may take (waiting for a core not counted)
 TEST_STARVED = "starved"  # up to this many times TEST_WALL in all
 TEST_OUTPUT = "out"  # bytes of stdout each stdio program may print
+# imports: [[name, module, attribute], ...] the judge makes itself; packages: the exposed
+# third-party packages it imports itself when a check names them; defines: what the task asks
+# the candidate to define (None: every name the candidate binds)
 JUDGE_JOB = frozenset(("role", "nonce", "setup", "prelude", "checks", "limits", "float_tolerance",
-                       "imports"))  # imports: [[name, module, attribute], ...] the judge makes itself
+                       "imports", "packages", "defines"))
 JUDGE_ROLE = "judge"  # a judge process's job says so under "role"
 
 # ------------------------------------------------------------------ job items (parent -> child)

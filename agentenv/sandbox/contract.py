@@ -12,12 +12,14 @@ outside it (``tests/test_import_graph.py`` holds that). It declares
   :data:`schema`), and the values in them, rebuilt by :func:`decode_value` within a
   :class:`DecodeBudget` (over it: :class:`ValueBudget`; an unreadable standard-library value:
   :class:`Unreadable`);
-- the limits a run gets (:class:`Limits`) and the pools that run it.
+- the limits a run gets (:class:`Limits`), the pools that run it, and the third-party packages
+  a candidate may import (:func:`package_dirs`).
 """
 
 from __future__ import annotations
 
 from agentenv.sandbox import _schema as schema
+from agentenv.sandbox._isolation import package_dirs
 from agentenv.sandbox._jobs import Frame, Job, JudgeJob
 from agentenv.sandbox._limits import DEFAULT_LIMITS, SECRET_NAME, Limits
 from agentenv.sandbox._pool import Pool, RawRun, default_pool, default_size
@@ -41,6 +43,7 @@ __all__ = [
     "default_pool",
     "default_size",
     "loaded",
+    "package_dirs",
     "read_frames",
     "schema",
 ]

@@ -157,29 +157,35 @@ def plain_verdicts(program: Program, timeout: float = 60.0) -> tuple[bool, ...]:
     return tuple(v == "1" for v in last)
 
 
-def agentenv_verdicts(program: Program, pool: Any = None) -> tuple[tuple[bool, ...], tuple[str, ...]]:
-    """Each check's verdict under agentenv's ``run_tests`` with the program's task options."""
+def agentenv_verdicts(program: Program, pool: Any = None,
+                      defines: bool = False) -> tuple[tuple[bool, ...], tuple[str, ...]]:
+    """Each check's verdict under agentenv's ``run_tests`` with the program's task options;
+    with ``defines``, as a task whose reference is the program itself (what it defines is what
+    the task asks for: :func:`agentenv.grading.names.asked_names`)."""
     from agentenv.grading import run_tests
+    from agentenv.grading.names import asked_names
 
     result = run_tests(program.code, list(program.checks), program.timeout,
                        setup_code=program.setup_code, float_tolerance=program.float_tolerance,
-                       prelude=program.prelude, pool=pool)
+                       prelude=program.prelude, pool=pool,
+                       defines=asked_names("", program.code) if defines else None)
     passed = set(result.passed_indices)
     messages = tuple(f"check {f.index}: {f.kind}: {f.message}" for f in result.failures)
     return tuple(i in passed for i in range(len(program.checks))), messages
 
 
-def grade(program: Program, pool: Any = None) -> Outcome:
+def grade(program: Program, pool: Any = None, defines: bool = False) -> Outcome:
     plain = plain_verdicts(program)
-    ours, messages = agentenv_verdicts(program, pool)
+    ours, messages = agentenv_verdicts(program, pool, defines)
     return Outcome(program, plain, ours, messages)
 
 
-def grade_all(programs: Sequence[Program], workers: int = 3, pool: Any = None) -> list[Outcome]:
+def grade_all(programs: Sequence[Program], workers: int = 3, pool: Any = None,
+              defines: bool = False) -> list[Outcome]:
     """Grade every available program; both sides run concurrently across programs."""
     todo = [p for p in programs if p.available()]
     with ThreadPoolExecutor(max_workers=workers) as executor:
-        return list(executor.map(lambda p: grade(p, pool), todo))
+        return list(executor.map(lambda p: grade(p, pool, defines), todo))
 
 
 def known_disagreements(path: Path = KNOWN) -> set[str]:
