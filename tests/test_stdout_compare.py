@@ -151,3 +151,9 @@ def test_a_cases_rule_survives_its_dict_form() -> None:
     case = StdioCase("1\n", "1\n", "apps")
     assert check_from_dict(check_to_dict(case)) == case
     assert "compare" not in check_to_dict(StdioCase("1\n", "1\n"))
+
+
+def test_a_line_count_refusal_still_names_the_first_difference() -> None:
+    why = compare_stdout("1\n5\n3\n", "1\n2\n", rule="livecodebench")
+    assert why is not None and "expected 2 lines of output, got 3" in why
+    assert "line 2, token 1: expected '2', got '5'" in why

@@ -182,7 +182,10 @@ def _livecodebench_rule(out: str, expected: str, tolerance: float | None) -> str
     want_lines = [line.strip() for line in expected.strip().split("\n")]
     how = _HOW[StdoutRule.LIVECODEBENCH]
     if len(got_lines) != len(want_lines):
-        return f"expected {len(want_lines)} lines of output, got {len(got_lines)} ({how})"
+        first = _by_lines(got_lines, want_lines, _tokens_equal, tolerance, how)
+        where = first.split(" (", 1)[0] if first and first.startswith("line") else ""
+        return (f"expected {len(want_lines)} lines of output, got {len(got_lines)}"
+                + (f"; first difference at {where}" if where else "") + f" ({how})")
     for number, (got, want) in enumerate(zip(got_lines, want_lines, strict=True), start=1):
         if got == want:
             continue
@@ -200,6 +203,8 @@ def _livecodebench_rule(out: str, expected: str, tolerance: float | None) -> str
 
 
 def _apps_rule(out: str, expected: str, tolerance: float | None) -> str | None:
+    if normalise_stdout(out) == normalise_stdout(expected):
+        return None
     got_lines = [line.strip() for line in normalise_stdout(out).split("\n") if line.strip()]
     want_lines = [line.strip() for line in normalise_stdout(expected).split("\n") if line.strip()]
     return _by_lines(got_lines, want_lines, _apps_tokens_equal, tolerance, _HOW[StdoutRule.APPS])
