@@ -87,6 +87,7 @@ RULE_ACCEPTED = [
     ("apps", "0.3333333333\n", "0.333333\n"),            # numpy.allclose: rtol 1e-5
     ("apps", "1\n\n2\n", "1\n2\n"),                       # empty lines dropped
     ("apps", "YES 3.0\n", "YES 3\n"),
+    ("apps", "1000000.5\n", "1000000\n"),              # a float within allclose of an integer
     ("code_contests", "yes\n", "YES\n"),                   # case-insensitive
     ("code_contests", "1 2\n", "1\n2\n"),                  # line breaks are whitespace
     ("code_contests", "0.1000001\n", "0.1\n"),            # within 1e-5 absolute
@@ -102,6 +103,7 @@ RULE_REFUSED = [
     ("apps", "1 2 2\n", "2 1\n", "token 1"),          # token sets: not copied
     ("apps", "0.333\n", "0.333333\n", "token 1"),     # rounding to 3 decimals: not copied
     ("apps", "yes\n", "YES\n", "token 1"),
+    ("apps", "1000001\n", "1000000\n", "token 1"),  # numpy.allclose would accept: integers exactly
     ("code_contests", "9007199254740993\n", "9007199254740992\n", "token 1"),  # no doubles for integers
     ("code_contests", "0.10001\n", "0.1\n", "token 1"),
     ("code_contests", "1 2\n", "2 1\n", "token 1"),

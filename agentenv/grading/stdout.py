@@ -16,9 +16,11 @@ its message names the rule and the first line or token that differs.
   and are equal (``3.0`` and ``3``; ``YES 3.0`` against ``YES 3`` does not pass). With a
   ``float_tolerance`` (LiveCodeBench's stdin tasks have none), numbers may differ within it.
 - ``apps`` (hendrycks/apps ``eval/testing_util.py``, also TACO's): empty lines dropped, lines
-  stripped, in order; each line token by token, numbers within ``numpy.allclose``'s tolerance
-  (``|a - b| <= 1e-8 + 1e-5 * |b|``) or the task's ``float_tolerance``. APPS's last fallbacks
-  (lines compared as a set of token sets, numbers rounded to 3 decimals) are not copied.
+  stripped, in order; each line token by token, integers exactly, other numbers within
+  ``numpy.allclose``'s tolerance (``|a - b| <= 1e-8 + 1e-5 * |b|``) or the task's
+  ``float_tolerance``. APPS's flaws are not copied: its ``allclose`` also takes 1000001 for
+  1000000, and its last fallbacks compare lines as a set of token sets, numbers rounded to 3
+  decimals.
 - ``code_contests`` (google-deepmind/code_contests ``execution/tester_sandboxer.cc``,
   ``OutputsMatch``): the whole output as whitespace-separated tokens, line breaks included,
   compared case-insensitively; integers exactly (not as doubles), other numbers within 1e-5
@@ -99,6 +101,8 @@ def _apps_tokens_equal(got: str, want: str, tolerance: float | None) -> bool:
         return False
     if a == b or _within(a, b, tolerance):
         return True
+    if _INTEGER.fullmatch(got) and _INTEGER.fullmatch(want):
+        return False  # integers exactly: numpy.allclose would take 1000001 for 1000000
     atol, rtol = _ALLCLOSE
     try:
         return abs(a - b) <= atol + rtol * abs(b)

@@ -343,6 +343,9 @@ print('\\n'.join(sorted(ans)))
 SQUARES_STYLES = {
     "squares_many_tests": "print(int(input()) ** 2)\n",
 }
+SQUARES_OFF = {
+    "squares_plus_one": ("n = int(input())\nprint(n * n + 1)\n", "one more than the square"),
+}
 SQUARES_WRONG = {
     "squares_hangs_on_one": ("""
 n = int(input())
@@ -543,7 +546,7 @@ def programs() -> list[Program]:
         out += _programs(layout, PATH_DEPTH, PATH_STYLES)
         out += _programs(layout, LINES, LINES_STYLES, wrong=LINES_WRONG)
         out += _programs(layout, GUARD, GUARD_STYLES, wrong=GUARD_WRONG)
-        out += _programs(layout, SQUARES, SQUARES_STYLES)
+        out += _programs(layout, SQUARES, SQUARES_STYLES, wrong=SQUARES_OFF)
         out += _programs(layout, HUGE, {}, wrong=HUGE_WRONG)
         out += _programs(layout, PAIRS, PAIRS_STYLES, wrong=PAIRS_WRONG)
         out += _programs(layout, FIB_MOD, FIB_STYLES, wrong=FIB_WRONG)

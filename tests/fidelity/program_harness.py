@@ -351,6 +351,8 @@ def known_disagreements(path: Path = KNOWN) -> dict[str, str]:
 FLAWS = {
     "apps": ("APPS's last fallback compares lines as a set of token sets (and numbers rounded to "
              "3 decimals): not copied, lines and tokens keep their order and numbers allclose"),
+    "apps/integer": ("APPS's numpy.allclose takes an integer within 1e-5 relative (1000001 for "
+                     "1000000): not copied, integers compare exactly"),
     "code_contests/crash": ("CodeContests' tester grades the output of a program that raised; here a "
                             "runtime error fails the test, as in APPS and LiveCodeBench"),
     "code_contests/double": ("CodeContests' tester compares integers as doubles (2**53 + 1 passes for "
@@ -362,6 +364,8 @@ def flaw(outcome: Outcome) -> str:
     program = outcome.program
     if program.layout == "code_contests":
         return FLAWS["code_contests/double" if "double" in program.name else "code_contests/crash"]
+    if program.layout == "apps" and program.name == "squares_plus_one":
+        return FLAWS["apps/integer"]
     return FLAWS.get(program.layout, "unexplained")
 
 
