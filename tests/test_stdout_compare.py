@@ -54,7 +54,8 @@ def test_a_tolerance_never_accepts_any_number_for_one_past_floats_range() -> Non
     huge = str(3 ** 900)  # 430 digits: inf as a float
     assert compare_stdout("1\n", huge + "\n", 1e-6) is not None
     assert compare_stdout(huge + "\n", huge + "\n", 1e-6) is None
-    assert compare_stdout(str(3 ** 900 + 1) + "\n", huge + "\n", 1e-6) is None  # relatively close
+    assert compare_stdout(str(3 ** 900 + 1) + ".0\n", huge + "\n", 1e-6) is None  # relatively close
+    assert compare_stdout(str(3 ** 900 + 1) + "\n", huge + "\n", 1e-6) is not None  # integers: exactly
     assert compare_stdout("1e999999999\n", "1e-999999999\n", 1e-6) is not None  # no exception
 
 
@@ -159,3 +160,9 @@ def test_a_line_count_refusal_still_names_the_first_difference() -> None:
     why = compare_stdout("1\n5\n3\n", "1\n2\n", rule="livecodebench")
     assert why is not None and "expected 2 lines of output, got 3" in why
     assert "line 2, token 1: expected '2', got '5'" in why
+
+
+@pytest.mark.parametrize("rule", ["tokens", "livecodebench", "apps", "code_contests"])
+def test_a_float_tolerance_never_passes_a_wrong_integer(rule: str) -> None:
+    assert compare_stdout("10000001\n", "10000000\n", 1e-6, rule=rule) is not None
+    assert compare_stdout("2.0000001\n", "2\n", 1e-6, rule=rule) is None

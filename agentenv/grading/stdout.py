@@ -9,7 +9,8 @@ its message names the rule and the first line or token that differs.
 - ``tokens`` (agentenv's own, the default): line endings unified, trailing spaces and trailing
   empty lines dropped; then line by line (the same number of lines), token by token (split on
   whitespace): equal tokens pass, and two decimal numbers pass when equal as numbers (``3.0``
-  and ``3``) or within the task's ``float_tolerance`` (absolute or relative).
+  and ``3``) or, unless both are integers, within the task's ``float_tolerance`` (absolute or
+  relative). Every rule compares two integers exactly.
 - ``livecodebench`` (``lcb_runner/evaluation/testing_util.py``, ``grade_stdio``): the output
   stripped, split at ``\\n``, each line stripped; the same number of lines; a line passes when
   equal as text, or when all its tokens and all the expected line's tokens read as ``Decimal``
@@ -84,13 +85,21 @@ def _within(a: Decimal, b: Decimal, tolerance: float | None) -> bool:
         return False
 
 
+def _close(got: str, want: str, a: Decimal, b: Decimal, tolerance: float | None) -> bool:
+    """A float tolerance holds for floats: two integers (``1000001`` for ``1000000``) never
+    pass by being relatively close."""
+    if _INTEGER.fullmatch(got) and _INTEGER.fullmatch(want):
+        return False
+    return _within(a, b, tolerance)
+
+
 def _tokens_equal(got: str, want: str, tolerance: float | None) -> bool:
     if got == want:
         return True
     a, b = _number(got), _number(want)
     if a is None or b is None:
         return False
-    return a == b or _within(a, b, tolerance)
+    return a == b or _close(got, want, a, b, tolerance)
 
 
 def _apps_tokens_equal(got: str, want: str, tolerance: float | None) -> bool:
@@ -99,7 +108,7 @@ def _apps_tokens_equal(got: str, want: str, tolerance: float | None) -> bool:
     a, b = _number(got), _number(want)
     if a is None or b is None:
         return False
-    if a == b or _within(a, b, tolerance):
+    if a == b or _close(got, want, a, b, tolerance):
         return True
     if _INTEGER.fullmatch(got) and _INTEGER.fullmatch(want):
         return False  # integers exactly: numpy.allclose would take 1000001 for 1000000
@@ -169,12 +178,13 @@ def _decimals(line: str) -> list[Decimal] | None:
         return None
 
 
-def _decimal_lines_equal(got: list[Decimal], want: list[Decimal], tolerance: float | None) -> bool:
+def _decimal_lines_equal(got_line: str, want_line: str, got: list[Decimal], want: list[Decimal],
+                         tolerance: float | None) -> bool:
     if len(got) != len(want):
         return False
-    for a, b in zip(got, want, strict=True):
+    for g, w, a, b in zip(got_line.split(), want_line.split(), got, want, strict=True):
         try:
-            if not (a == b or (a.is_finite() and b.is_finite() and _within(a, b, tolerance))):
+            if not (a == b or (a.is_finite() and b.is_finite() and _close(g, w, a, b, tolerance))):
                 return False
         except ArithmeticError:  # a signalling NaN: not equal
             return False
@@ -195,7 +205,7 @@ def _livecodebench_rule(out: str, expected: str, tolerance: float | None) -> str
             continue
         got_numbers, want_numbers = _decimals(got), _decimals(want)
         if got_numbers is not None and want_numbers is not None:
-            if _decimal_lines_equal(got_numbers, want_numbers, tolerance):
+            if _decimal_lines_equal(got, want, got_numbers, want_numbers, tolerance):
                 continue
             why = _first_token_difference(got.split(), want.split(), _tokens_equal, tolerance)
         else:
