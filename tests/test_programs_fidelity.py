@@ -79,6 +79,7 @@ def test_each_reference_comparison_refuses_and_accepts() -> None:
     assert code_contests_accepts("yes", "YES") and not code_contests_accepts("1", "2")
     assert code_contests_accepts("9007199254740993", "9007199254740992")  # doubles (a flaw)
     assert tokens_accepts("3.0000001\n", "3", 1e-6) and not tokens_accepts("3.0000001\n", "3", None)
+    assert not tokens_accepts("10000001\n", "10000000", 1e-6)
 
 
 def test_plain_python_tells_a_crash_from_an_exit() -> None:

@@ -151,7 +151,8 @@ _NUMERIC = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 def tokens_accepts(out: str, expected: str, tolerance: float | None) -> bool:
     """agentenv's documented rule: trailing spaces and empty lines at the end dropped, then
-    lines and tokens in order; numbers equal as numbers or within the tolerance."""
+    lines and tokens in order; numbers equal as numbers or, unless both are integers, within
+    the tolerance."""
     def lines(text: str) -> list[list[str]]:
         rows = [line.split() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
         while rows and not rows[-1]:
@@ -172,8 +173,8 @@ def tokens_accepts(out: str, expected: str, tolerance: float | None) -> bool:
             a, b = Decimal(g), Decimal(w)
             if a == b:
                 continue
-            if tolerance is None:
-                return False
+            if tolerance is None or (re.fullmatch(r"[+-]?\d+", g) and re.fullmatch(r"[+-]?\d+", w)):
+                return False  # no tolerance, or two integers: exactly
             t = Decimal(str(tolerance))
             if not (abs(a - b) <= t or abs(a - b) <= t * abs(b)):
                 return False
