@@ -166,3 +166,12 @@ def test_a_line_count_refusal_still_names_the_first_difference() -> None:
 def test_a_float_tolerance_never_passes_a_wrong_integer(rule: str) -> None:
     assert compare_stdout("10000001\n", "10000000\n", 1e-6, rule=rule) is not None
     assert compare_stdout("2.0000001\n", "2\n", 1e-6, rule=rule) is None
+
+
+def test_a_cases_rule_survives_a_trainer_record() -> None:
+    import json
+
+    from agentenv.tasks.schema import check_to_dict, decode_checks
+
+    cases = [StdioCase("1\n", "YES\n", "code_contests"), StdioCase("2\n", "3\n")]
+    assert decode_checks(json.dumps([check_to_dict(c) for c in cases])) == tuple(cases)
