@@ -558,6 +558,17 @@ def timeout_programs(layouts: tuple[str, ...] = LAYOUTS) -> list[Program]:
     return [p for layout in layouts for p in _programs(layout, SQUARES, {}, wrong=_squares_wrong(), timeout=1.0)]
 
 
+BIGGER = Problem("count_up_10mb", (("1300000\n", "".join(f"{i}\n" for i in range(1, 1_300_001))),))
+
+
+def heavy_programs(layouts: tuple[str, ...] = LAYOUTS) -> list[Program]:
+    """Programs that cost seconds a test: timeouts, and an answer of 9.3 MB (judges allow tens of
+    MiB a test; an 8 MiB cap once failed it)."""
+    big = {"count_up_10mb_join": BIG_STYLES["count_up_join"],
+           "count_up_10mb_buffer": "import sys\nn = int(input())\nsys.stdout.buffer.write(b''.join(b'%d\\n' % i for i in range(1, n + 1)))\n"}
+    return timeout_programs(layouts) + [p for layout in layouts for p in _programs(layout, BIGGER, big, timeout=10.0)]
+
+
 HANG = Problem("hang_on_one", (("1\n", "1\n"), ("0\n", "0\n")))
 
 
