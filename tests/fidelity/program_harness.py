@@ -365,7 +365,7 @@ def flaw(outcome: Outcome) -> str:
     program = outcome.program
     if program.layout == "code_contests":
         return FLAWS["code_contests/double" if "double" in program.name else "code_contests/crash"]
-    if program.layout == "apps" and program.name == "squares_plus_one":
+    if program.layout == "apps" and program.name in ("squares_plus_one", "huge_double_plus_one"):
         return FLAWS["apps/integer"]
     return FLAWS.get(program.layout, "unexplained")
 
