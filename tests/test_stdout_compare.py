@@ -175,3 +175,9 @@ def test_a_cases_rule_survives_a_trainer_record() -> None:
 
     cases = [StdioCase("1\n", "YES\n", "code_contests"), StdioCase("2\n", "3\n")]
     assert decode_checks(json.dumps([check_to_dict(c) for c in cases])) == tuple(cases)
+
+
+def test_livecodebench_reads_a_long_line_of_numbers_as_numbers() -> None:
+    expected = " ".join(str(i) for i in range(300_000)) + "\n"
+    got = " ".join(f"{i}.0" for i in range(300_000)) + "\n"  # 2.4 MB on one line
+    assert compare_stdout(got, expected, rule="livecodebench") is None

@@ -171,9 +171,14 @@ def _tokens_rule(out: str, expected: str, tolerance: float | None) -> str | None
 
 
 def _decimals(line: str) -> list[Decimal] | None:
-    """Every token of ``line`` as ``Decimal`` (as LiveCodeBench's grader reads it), else None."""
+    """Every token of ``line`` as ``Decimal`` (as LiveCodeBench's grader reads it), else None.
+    A token over 4,000 characters is not read as a number (its conversion costs quadratic time):
+    such a token passes only as equal text."""
+    tokens = line.split()
+    if any(len(token) > 4000 for token in tokens):
+        return None
     try:
-        return [Decimal(token) for token in line.split()] if len(line) <= 1_000_000 else None
+        return [Decimal(token) for token in tokens]
     except (InvalidOperation, ValueError):
         return None
 
