@@ -19,20 +19,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from fidelity.program_corpus import LAYOUTS, programs, timeout_programs
+from fidelity.program_corpus import LAYOUTS, heavy_programs, programs
 from fidelity.program_harness import grade_all, known_disagreements, write_known
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("layouts", nargs="*", choices=[*LAYOUTS, []], help="layouts (default: all)")
-    parser.add_argument("--slow", action="store_true", help="also the programs that time out on a test")
+    parser.add_argument("--slow", action="store_true", help="also the heavy programs: timeouts and a 9.3 MB answer")
     parser.add_argument("--write-known", action="store_true",
                         help="rewrite tests/fidelity/programs_known.txt from this run (all layouts, --slow)")
     parser.add_argument("--workers", type=int, default=3, help="programs graded at once")
     args = parser.parse_args()
     wanted = set(args.layouts or LAYOUTS)
-    corpus = [p for p in programs() + (timeout_programs() if args.slow else []) if p.layout in wanted]
+    corpus = [p for p in programs() + (heavy_programs() if args.slow else []) if p.layout in wanted]
     start = time.perf_counter()
     outcomes = grade_all(corpus, workers=args.workers)
     seconds = time.perf_counter() - start

@@ -15,7 +15,7 @@ layout (in turn); the slow one grades the whole corpus.
 from __future__ import annotations
 
 import pytest
-from fidelity.program_corpus import LAYOUTS, Program, fast_programs, programs, timeout_programs
+from fidelity.program_corpus import LAYOUTS, Program, fast_programs, heavy_programs, programs
 from fidelity.program_harness import (
     Outcome,
     apps_accepts,
@@ -51,7 +51,7 @@ def _check(outcomes: list[Outcome]) -> None:
 
 
 def test_the_record_lists_only_wrong_programs_of_the_corpus() -> None:
-    corpus = {p.ident: p for p in programs() + timeout_programs()}
+    corpus = {p.ident: p for p in programs() + heavy_programs()}
     for key in known_disagreements():
         ident, _, index = key.partition(" ")
         assert ident in corpus, key
@@ -79,6 +79,7 @@ def test_each_reference_comparison_refuses_and_accepts() -> None:
     assert code_contests_accepts("yes", "YES") and not code_contests_accepts("1", "2")
     assert code_contests_accepts("9007199254740993", "9007199254740992")  # doubles (a flaw)
     assert tokens_accepts("3.0000001\n", "3", 1e-6) and not tokens_accepts("3.0000001\n", "3", None)
+    assert not tokens_accepts("10000001\n", "10000000", 1e-6)
 
 
 def test_plain_python_tells_a_crash_from_an_exit() -> None:
@@ -93,7 +94,7 @@ def test_every_program_gets_its_judges_verdict_in_one_layout_each() -> None:
 
 @pytest.mark.slow
 def test_every_program_gets_its_judges_verdict_in_every_layout() -> None:
-    _check(grade_all(programs() + timeout_programs()))
+    _check(grade_all(programs() + heavy_programs()))
 
 
 def test_a_program_is_graded_as_the_loaded_task_says() -> None:

@@ -54,7 +54,8 @@ def test_a_tolerance_never_accepts_any_number_for_one_past_floats_range() -> Non
     huge = str(3 ** 900)  # 430 digits: inf as a float
     assert compare_stdout("1\n", huge + "\n", 1e-6) is not None
     assert compare_stdout(huge + "\n", huge + "\n", 1e-6) is None
-    assert compare_stdout(str(3 ** 900 + 1) + "\n", huge + "\n", 1e-6) is None  # relatively close
+    assert compare_stdout(str(3 ** 900 + 1) + ".0\n", huge + "\n", 1e-6) is None  # relatively close
+    assert compare_stdout(str(3 ** 900 + 1) + "\n", huge + "\n", 1e-6) is not None  # integers: exactly
     assert compare_stdout("1e999999999\n", "1e-999999999\n", 1e-6) is not None  # no exception
 
 
@@ -87,6 +88,7 @@ RULE_ACCEPTED = [
     ("apps", "0.3333333333\n", "0.333333\n"),            # numpy.allclose: rtol 1e-5
     ("apps", "1\n\n2\n", "1\n2\n"),                       # empty lines dropped
     ("apps", "YES 3.0\n", "YES 3\n"),
+    ("apps", "1000000.5\n", "1000000\n"),              # a float within allclose of an integer
     ("code_contests", "yes\n", "YES\n"),                   # case-insensitive
     ("code_contests", "1 2\n", "1\n2\n"),                  # line breaks are whitespace
     ("code_contests", "0.1000001\n", "0.1\n"),            # within 1e-5 absolute
@@ -102,6 +104,7 @@ RULE_REFUSED = [
     ("apps", "1 2 2\n", "2 1\n", "token 1"),          # token sets: not copied
     ("apps", "0.333\n", "0.333333\n", "token 1"),     # rounding to 3 decimals: not copied
     ("apps", "yes\n", "YES\n", "token 1"),
+    ("apps", "1000001\n", "1000000\n", "token 1"),  # numpy.allclose would accept: integers exactly
     ("code_contests", "9007199254740993\n", "9007199254740992\n", "token 1"),  # no doubles for integers
     ("code_contests", "0.10001\n", "0.1\n", "token 1"),
     ("code_contests", "1 2\n", "2 1\n", "token 1"),
@@ -151,3 +154,30 @@ def test_a_cases_rule_survives_its_dict_form() -> None:
     case = StdioCase("1\n", "1\n", "apps")
     assert check_from_dict(check_to_dict(case)) == case
     assert "compare" not in check_to_dict(StdioCase("1\n", "1\n"))
+
+
+def test_a_line_count_refusal_still_names_the_first_difference() -> None:
+    why = compare_stdout("1\n5\n3\n", "1\n2\n", rule="livecodebench")
+    assert why is not None and "expected 2 lines of output, got 3" in why
+    assert "line 2, token 1: expected '2', got '5'" in why
+
+
+@pytest.mark.parametrize("rule", ["tokens", "livecodebench", "apps", "code_contests"])
+def test_a_float_tolerance_never_passes_a_wrong_integer(rule: str) -> None:
+    assert compare_stdout("10000001\n", "10000000\n", 1e-6, rule=rule) is not None
+    assert compare_stdout("2.0000001\n", "2\n", 1e-6, rule=rule) is None
+
+
+def test_a_cases_rule_survives_a_trainer_record() -> None:
+    import json
+
+    from agentenv.tasks.schema import check_to_dict, decode_checks
+
+    cases = [StdioCase("1\n", "YES\n", "code_contests"), StdioCase("2\n", "3\n")]
+    assert decode_checks(json.dumps([check_to_dict(c) for c in cases])) == tuple(cases)
+
+
+def test_livecodebench_reads_a_long_line_of_numbers_as_numbers() -> None:
+    expected = " ".join(str(i) for i in range(300_000)) + "\n"
+    got = " ".join(f"{i}.0" for i in range(300_000)) + "\n"  # 2.4 MB on one line
+    assert compare_stdout(got, expected, rule="livecodebench") is None

@@ -9,16 +9,19 @@ its message names the rule and the first line or token that differs.
 - ``tokens`` (agentenv's own, the default): line endings unified, trailing spaces and trailing
   empty lines dropped; then line by line (the same number of lines), token by token (split on
   whitespace): equal tokens pass, and two decimal numbers pass when equal as numbers (``3.0``
-  and ``3``) or within the task's ``float_tolerance`` (absolute or relative).
+  and ``3``) or, unless both are integers, within the task's ``float_tolerance`` (absolute or
+  relative). Every rule compares two integers exactly.
 - ``livecodebench`` (``lcb_runner/evaluation/testing_util.py``, ``grade_stdio``): the output
   stripped, split at ``\\n``, each line stripped; the same number of lines; a line passes when
   equal as text, or when all its tokens and all the expected line's tokens read as ``Decimal``
   and are equal (``3.0`` and ``3``; ``YES 3.0`` against ``YES 3`` does not pass). With a
   ``float_tolerance`` (LiveCodeBench's stdin tasks have none), numbers may differ within it.
 - ``apps`` (hendrycks/apps ``eval/testing_util.py``, also TACO's): empty lines dropped, lines
-  stripped, in order; each line token by token, numbers within ``numpy.allclose``'s tolerance
-  (``|a - b| <= 1e-8 + 1e-5 * |b|``) or the task's ``float_tolerance``. APPS's last fallbacks
-  (lines compared as a set of token sets, numbers rounded to 3 decimals) are not copied.
+  stripped, in order; each line token by token, integers exactly, other numbers within
+  ``numpy.allclose``'s tolerance (``|a - b| <= 1e-8 + 1e-5 * |b|``) or the task's
+  ``float_tolerance``. APPS's flaws are not copied: its ``allclose`` also takes 1000001 for
+  1000000, and its last fallbacks compare lines as a set of token sets, numbers rounded to 3
+  decimals.
 - ``code_contests`` (google-deepmind/code_contests ``execution/tester_sandboxer.cc``,
   ``OutputsMatch``): the whole output as whitespace-separated tokens, line breaks included,
   compared case-insensitively; integers exactly (not as doubles), other numbers within 1e-5
@@ -82,13 +85,21 @@ def _within(a: Decimal, b: Decimal, tolerance: float | None) -> bool:
         return False
 
 
+def _close(got: str, want: str, a: Decimal, b: Decimal, tolerance: float | None) -> bool:
+    """A float tolerance holds for floats: two integers (``1000001`` for ``1000000``) never
+    pass by being relatively close."""
+    if _INTEGER.fullmatch(got) and _INTEGER.fullmatch(want):
+        return False
+    return _within(a, b, tolerance)
+
+
 def _tokens_equal(got: str, want: str, tolerance: float | None) -> bool:
     if got == want:
         return True
     a, b = _number(got), _number(want)
     if a is None or b is None:
         return False
-    return a == b or _within(a, b, tolerance)
+    return a == b or _close(got, want, a, b, tolerance)
 
 
 def _apps_tokens_equal(got: str, want: str, tolerance: float | None) -> bool:
@@ -97,8 +108,10 @@ def _apps_tokens_equal(got: str, want: str, tolerance: float | None) -> bool:
     a, b = _number(got), _number(want)
     if a is None or b is None:
         return False
-    if a == b or _within(a, b, tolerance):
+    if a == b or _close(got, want, a, b, tolerance):
         return True
+    if _INTEGER.fullmatch(got) and _INTEGER.fullmatch(want):
+        return False  # integers exactly: numpy.allclose would take 1000001 for 1000000
     atol, rtol = _ALLCLOSE
     try:
         return abs(a - b) <= atol + rtol * abs(b)
@@ -158,19 +171,25 @@ def _tokens_rule(out: str, expected: str, tolerance: float | None) -> str | None
 
 
 def _decimals(line: str) -> list[Decimal] | None:
-    """Every token of ``line`` as ``Decimal`` (as LiveCodeBench's grader reads it), else None."""
+    """Every token of ``line`` as ``Decimal`` (as LiveCodeBench's grader reads it), else None.
+    A token over 4,000 characters is not read as a number (its conversion costs quadratic time):
+    such a token passes only as equal text."""
+    tokens = line.split()
+    if any(len(token) > 4000 for token in tokens):
+        return None
     try:
-        return [Decimal(token) for token in line.split()] if len(line) <= 1_000_000 else None
+        return [Decimal(token) for token in tokens]
     except (InvalidOperation, ValueError):
         return None
 
 
-def _decimal_lines_equal(got: list[Decimal], want: list[Decimal], tolerance: float | None) -> bool:
+def _decimal_lines_equal(got_line: str, want_line: str, got: list[Decimal], want: list[Decimal],
+                         tolerance: float | None) -> bool:
     if len(got) != len(want):
         return False
-    for a, b in zip(got, want, strict=True):
+    for g, w, a, b in zip(got_line.split(), want_line.split(), got, want, strict=True):
         try:
-            if not (a == b or (a.is_finite() and b.is_finite() and _within(a, b, tolerance))):
+            if not (a == b or (a.is_finite() and b.is_finite() and _close(g, w, a, b, tolerance))):
                 return False
         except ArithmeticError:  # a signalling NaN: not equal
             return False
@@ -182,13 +201,16 @@ def _livecodebench_rule(out: str, expected: str, tolerance: float | None) -> str
     want_lines = [line.strip() for line in expected.strip().split("\n")]
     how = _HOW[StdoutRule.LIVECODEBENCH]
     if len(got_lines) != len(want_lines):
-        return f"expected {len(want_lines)} lines of output, got {len(got_lines)} ({how})"
+        first = _by_lines(got_lines, want_lines, _tokens_equal, tolerance, how)
+        where = first.split(" (", 1)[0] if first and first.startswith("line") else ""
+        return (f"expected {len(want_lines)} lines of output, got {len(got_lines)}"
+                + (f"; first difference at {where}" if where else "") + f" ({how})")
     for number, (got, want) in enumerate(zip(got_lines, want_lines, strict=True), start=1):
         if got == want:
             continue
         got_numbers, want_numbers = _decimals(got), _decimals(want)
         if got_numbers is not None and want_numbers is not None:
-            if _decimal_lines_equal(got_numbers, want_numbers, tolerance):
+            if _decimal_lines_equal(got, want, got_numbers, want_numbers, tolerance):
                 continue
             why = _first_token_difference(got.split(), want.split(), _tokens_equal, tolerance)
         else:
@@ -200,6 +222,8 @@ def _livecodebench_rule(out: str, expected: str, tolerance: float | None) -> str
 
 
 def _apps_rule(out: str, expected: str, tolerance: float | None) -> str | None:
+    if normalise_stdout(out) == normalise_stdout(expected):
+        return None
     got_lines = [line.strip() for line in normalise_stdout(out).split("\n") if line.strip()]
     want_lines = [line.strip() for line in normalise_stdout(expected).split("\n") if line.strip()]
     return _by_lines(got_lines, want_lines, _apps_tokens_equal, tolerance, _HOW[StdoutRule.APPS])

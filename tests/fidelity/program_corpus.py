@@ -343,6 +343,9 @@ print('\\n'.join(sorted(ans)))
 SQUARES_STYLES = {
     "squares_many_tests": "print(int(input()) ** 2)\n",
 }
+SQUARES_OFF = {
+    "squares_plus_one": ("n = int(input())\nprint(n * n + 1)\n", "one more than the square"),
+}
 SQUARES_WRONG = {
     "squares_hangs_on_one": ("""
 n = int(input())
@@ -543,7 +546,7 @@ def programs() -> list[Program]:
         out += _programs(layout, PATH_DEPTH, PATH_STYLES)
         out += _programs(layout, LINES, LINES_STYLES, wrong=LINES_WRONG)
         out += _programs(layout, GUARD, GUARD_STYLES, wrong=GUARD_WRONG)
-        out += _programs(layout, SQUARES, SQUARES_STYLES)
+        out += _programs(layout, SQUARES, SQUARES_STYLES, wrong=SQUARES_OFF)
         out += _programs(layout, HUGE, {}, wrong=HUGE_WRONG)
         out += _programs(layout, PAIRS, PAIRS_STYLES, wrong=PAIRS_WRONG)
         out += _programs(layout, FIB_MOD, FIB_STYLES, wrong=FIB_WRONG)
@@ -553,6 +556,17 @@ def programs() -> list[Program]:
 def timeout_programs(layouts: tuple[str, ...] = LAYOUTS) -> list[Program]:
     """Programs that never end on one test (each costs a timeout's worth of CPU)."""
     return [p for layout in layouts for p in _programs(layout, SQUARES, {}, wrong=_squares_wrong(), timeout=1.0)]
+
+
+BIGGER = Problem("count_up_10mb", (("1300000\n", "".join(f"{i}\n" for i in range(1, 1_300_001))),))
+
+
+def heavy_programs(layouts: tuple[str, ...] = LAYOUTS) -> list[Program]:
+    """Programs that cost seconds a test: timeouts, and an answer of 9.3 MB (judges allow tens of
+    MiB a test; an 8 MiB cap once failed it)."""
+    big = {"count_up_10mb_join": BIG_STYLES["count_up_join"],
+           "count_up_10mb_buffer": "import sys\nn = int(input())\nsys.stdout.buffer.write(b''.join(b'%d\\n' % i for i in range(1, n + 1)))\n"}
+    return timeout_programs(layouts) + [p for layout in layouts for p in _programs(layout, BIGGER, big, timeout=10.0)]
 
 
 HANG = Problem("hang_on_one", (("1\n", "1\n"), ("0\n", "0\n")))

@@ -151,7 +151,8 @@ _NUMERIC = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 def tokens_accepts(out: str, expected: str, tolerance: float | None) -> bool:
     """agentenv's documented rule: trailing spaces and empty lines at the end dropped, then
-    lines and tokens in order; numbers equal as numbers or within the tolerance."""
+    lines and tokens in order; numbers equal as numbers or, unless both are integers, within
+    the tolerance."""
     def lines(text: str) -> list[list[str]]:
         rows = [line.split() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
         while rows and not rows[-1]:
@@ -172,8 +173,8 @@ def tokens_accepts(out: str, expected: str, tolerance: float | None) -> bool:
             a, b = Decimal(g), Decimal(w)
             if a == b:
                 continue
-            if tolerance is None:
-                return False
+            if tolerance is None or (re.fullmatch(r"[+-]?\d+", g) and re.fullmatch(r"[+-]?\d+", w)):
+                return False  # no tolerance, or two integers: exactly
             t = Decimal(str(tolerance))
             if not (abs(a - b) <= t or abs(a - b) <= t * abs(b)):
                 return False
@@ -351,6 +352,8 @@ def known_disagreements(path: Path = KNOWN) -> dict[str, str]:
 FLAWS = {
     "apps": ("APPS's last fallback compares lines as a set of token sets (and numbers rounded to "
              "3 decimals): not copied, lines and tokens keep their order and numbers allclose"),
+    "apps/integer": ("APPS's numpy.allclose takes an integer within 1e-5 relative (1000001 for "
+                     "1000000): not copied, integers compare exactly"),
     "code_contests/crash": ("CodeContests' tester grades the output of a program that raised; here a "
                             "runtime error fails the test, as in APPS and LiveCodeBench"),
     "code_contests/double": ("CodeContests' tester compares integers as doubles (2**53 + 1 passes for "
@@ -362,6 +365,8 @@ def flaw(outcome: Outcome) -> str:
     program = outcome.program
     if program.layout == "code_contests":
         return FLAWS["code_contests/double" if "double" in program.name else "code_contests/crash"]
+    if program.layout == "apps" and program.name in ("squares_plus_one", "huge_double_plus_one"):
+        return FLAWS["apps/integer"]
     return FLAWS.get(program.layout, "unexplained")
 
 
