@@ -440,8 +440,34 @@ def test_the_plan_sends_object_checks_to_the_judge_and_keeps_calls_of_methods_tr
     trusted side does not evaluate (``issubclass`` would be the candidate's in its process) go
     to the judge; a method called on a fresh object (``Solution().solve``) is shipped whole;
     ``judged`` forces the judge for checks a first run found returning objects."""
-    plan = plan_checks(["assert Money(1) < Money(2)", "assert issubclass(type(parse('2')), int)",
-                        "assert Solution().solve([1]) == 1", "assert f(1) == 1"])
-    assert [c.mode for c in plan.checks] == ["judge", "judge", "trusted", "trusted"]
+    plan = plan_checks(["assert Solution().solve([1]) == 1", "assert f(1) == 1",
+                        "assert Money(1) < Money(2)", "assert issubclass(type(parse('2')), int)"])
+    assert [c.mode for c in plan.checks] == ["trusted", "trusted", "judge", "judge"]
     forced = plan_checks(["assert f(1) == 1", "assert g(2) == 2"], rerouted=frozenset({1}))
     assert [c.mode for c in forced.checks] == ["trusted", "judge"]
+
+
+def test_checks_after_a_judge_check_go_to_the_judge_so_the_candidate_sees_calls_in_order() -> None:
+    """The candidate's process computes the trusted checks' calls before it serves the judge:
+    a trusted check after a judge check would run before it there, against state (a counter)
+    that check had not changed yet. Planned in order, a stateful candidate gets Python's
+    verdicts, where out of order it would pass checks Python fails."""
+    plan = plan_checks(["assert bump() == 1", "x = bump(); assert x == 2", "assert bump() == 3"])
+    assert [c.mode for c in plan.checks] == ["trusted", "judge", "judge"]
+    code = "N = 0\ndef bump():\n    global N\n    N += 1\n    return N\n"
+    result = run_tests(code, ["assert bump() == 1", "x = bump(); assert x == 2",
+                              "assert bump() == 3", "assert bump() == 3"], timeout=10)
+    assert result.passed_indices == (0, 1, 2)
+
+
+def test_identity_of_call_results_is_decided_by_the_judge() -> None:
+    """``is`` between call results (other than against None, True, False) is not decomposed:
+    copies are never identical, so ``table(3) is not table(3)`` would pass for a cached list."""
+    modes = [plan_checks([c]).checks[0].mode for c in (
+        "assert f(1) is f(1)", "assert f(1) is not f(1)", "assert f(1) is None",
+        "assert f(1) is not True")]
+    assert modes == ["judge", "judge", "trusted", "trusted"]
+    code = "import functools\n@functools.lru_cache(None)\ndef table(n):\n    return list(range(n))\n"
+    result = run_tests(code, ["assert table(3) is table(3)", "assert table(3) is not table(3)"],
+                       timeout=10)
+    assert result.passed_indices == (0,)

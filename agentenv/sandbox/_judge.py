@@ -214,12 +214,13 @@ _NO_BASE = object()  # the candidate object's class derives from no builtin valu
 class _Buffer:
     """Items of a candidate iterator fetched ahead (in growing batches), and how it ended."""
 
-    __slots__ = ("ended", "error", "items", "size")
+    __slots__ = ("ended", "error", "items", "returned", "size")
 
     def __init__(self) -> None:
         self.items: collections.deque[Any] = collections.deque()
         self.error: BaseException | None = None
         self.ended = False
+        self.returned: Any = None
         self.size = 1
 
 
@@ -253,6 +254,43 @@ def _fields(raw: list[Any]) -> dict[str, Any]:
         field._field_type = getattr(dataclasses, str(kind), None) or dataclasses._FIELD  # type: ignore[attr-defined]
         fields[field.name] = field
     return fields
+
+
+_STREAMS = {"stdout": sys.stdout, "stderr": sys.stderr}  # this process's own, never a check's
+
+
+def _update(original: Any, new: Any, depth: int = 0) -> None:
+    """Make the check's ``original`` equal to ``new`` (what the candidate made of its copy) in
+    place, keeping the check's inner lists and dicts where the shapes still match, so a name
+    bound to one of them (``row`` in ``m = [row, ...]``) sees the change too."""
+    if type(original) is list and type(new) is list:
+        if len(original) == len(new) and depth < 8:
+            for i, (old, fresh) in enumerate(zip(original, new, strict=True)):
+                if type(old) is type(fresh) and type(old) in (list, dict) and old is not original:
+                    _update(old, fresh, depth + 1)
+                elif not (type(old) is type(fresh) and old == fresh):
+                    original[i] = fresh
+        else:
+            original[:] = new
+    elif type(original) is dict and type(new) is dict:
+        for key in [k for k in original if k not in new]:
+            del original[key]
+        for key, fresh in new.items():
+            old = original.get(key, _NO_BASE)
+            if (type(old) is type(fresh) and type(old) in (list, dict) and old is not original
+                    and depth < 8):
+                _update(old, fresh, depth + 1)
+            else:
+                original[key] = fresh
+        if list(original) != list(new):  # the candidate reordered the keys
+            items = [(k, original[k]) for k in new]
+            original.clear()
+            original.update(items)
+    elif type(original) is bytearray:
+        original[:] = new
+    elif type(original) is set:
+        original.clear()
+        original.update(new)
 
 
 class _Ref:
@@ -583,6 +621,9 @@ class _Channel:
         self.buffers: dict[int, _Buffer] = {}
         self.impostors: set[type] = set()
         self.methods: dict[tuple[int, str], int] = {}  # (id(mirror), name) -> key of MethodType
+        # Objects of the check's that the candidate keeps a copy of (``self.items = items``):
+        # id -> (the check's object, the candidate's copy's handle key). See ``diverged``.
+        self.shared: dict[int, tuple[Any, int]] = {}
         self.begin()
 
     def begin(self) -> None:
@@ -609,6 +650,7 @@ class _Channel:
             _rpc.send(self.fd, message)
             while True:
                 reply = _rpc.recv(self.fd)
+                self.printed(reply)
                 if reply.get("op") == "cb":
                     self.callback(reply)
                     continue
@@ -622,6 +664,46 @@ class _Channel:
         finally:
             self.depth -= 1
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def printed(self, reply: dict[str, Any]) -> None:
+        """Write what the candidate printed while answering to the check's own streams, when
+        the check redirected them (``contextlib.redirect_stdout(buf)``): in one Python process
+        the candidate's ``print`` writes there."""
+        for key, name in (("o", "stdout"), ("e", "stderr")):
+            text = reply.get(key)
+            if type(text) is not str or not text:
+                continue
+            stream = getattr(sys, name)
+            if stream is _STREAMS[name]:
+                continue  # not redirected: nothing of the check's reads it
+            if reply.get(key + "!"):
+                self.poisoned = (f"the candidate printed more than the judge takes of one "
+                                 f"request to a {name} the check redirected")
+            stream.write(text)
+
+    def diverged(self) -> str | None:
+        """Whether an object of the check's and the candidate's kept copy of it now differ:
+        one side changed it where Python would have changed the one object both hold, so
+        the check saw a state Python never shows (the verdict cannot stand). Pairs whose
+        object the check no longer holds are dropped."""
+        for key, (obj, ref) in list(self.shared.items()):
+            if sys.getrefcount(obj) <= 3:  # only this table (and the call's own references)
+                del self.shared[key]
+                continue
+            reply = self.request({"op": "base", "f": ["h", ref]}, "a kept argument")
+            try:
+                theirs = self.value(reply.get("r"), "a kept argument")
+                same = type(theirs) is type(obj) and bool(theirs == obj)
+            except _Gone:
+                raise
+            except BaseException:
+                same = False
+            if not same:
+                return (f"the candidate kept a copy of the check's {type(obj).__name__} "
+                        f"{_show(obj, 60)} and one of the two changed it later: the judge holds "
+                        "the check's objects apart from the candidate's, so this check cannot "
+                        "be judged as Python would")
+        return None
 
     def fail(self, why: str) -> Any:
         self.broken = why
@@ -969,7 +1051,7 @@ class _Channel:
                 error, buffer.error = buffer.error, None
                 raise error
             if buffer.ended:
-                raise StopIteration
+                raise StopIteration(buffer.returned)
             reply = self.request({"op": "take", "f": list(found.ref), "n": buffer.size},
                                  f"next({found.label})")
             buffer.size = min(buffer.size * 2, MAX_BATCH)
@@ -983,6 +1065,8 @@ class _Channel:
                 buffer.error = self.exception(reply)
                 self.raised, self.raised_in = buffer.error, f"next({found.label})"
             buffer.ended = reply.get("end") is True
+            if buffer.ended and "rv" in reply:
+                buffer.returned = self.value(reply["rv"], f"next({found.label})")
             if not buffer.items and not buffer.ended and buffer.error is None:
                 return self.fail("the candidate's process sent an empty batch")
 
@@ -995,12 +1079,40 @@ class _Channel:
                    "a": [self.argument(a) for a in args],
                    "k": [[str(k), self.argument(v)] for k, v in kwargs.items()]}
         reply = self.request(message, what)
-        value = self.outcome(reply, what)
+        result = reply.get("r")
+        back = (result[1] if "x" not in reply and type(result) is list and len(result) == 2
+                and result[0] == "r" else None)
+        value = None if back is not None else self.outcome(reply, what)
         changed = reply.get("m")
         if type(changed) is list:
             for item in changed:
                 self.copy_back(item, args, kwargs)
+        if back is not None:
+            value = self.at(back, args, kwargs)
+            self.last = (what, value)
+        kept = reply.get("kept")
+        if type(kept) is list:
+            for item in kept:
+                if type(item) is list and len(item) == 2 and type(item[1]) is int:
+                    with contextlib.suppress(Exception):
+                        obj = self.at(item[0], args, kwargs)
+                        self.shared[id(obj)] = (obj, item[1])
         return value
+
+    def at(self, path: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The check's own object at ``path`` (an argument's position or keyword, then list
+        indices) among a call's arguments."""
+        if type(path) is not list or not path:
+            return self.fail("the candidate's process named an argument that was not passed")
+        try:
+            obj = args[path[0]] if type(path[0]) is int else kwargs[str(path[0])]
+            for step in path[1:]:
+                if type(step) is not int:
+                    raise TypeError
+                obj = obj[step]
+        except Exception:
+            return self.fail("the candidate's process named an argument that was not passed")
+        return obj
 
     def copy_back(self, item: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if type(item) is not list or len(item) != 2:
@@ -1018,11 +1130,7 @@ class _Channel:
             return
         if type(original) is not type(new):
             return
-        if type(original) is list or type(original) is bytearray:
-            original[:] = new
-        elif type(original) in (dict, set):
-            original.clear()
-            original.update(new)
+        _update(original, new)
 
     def get(self, target: Any, name: str) -> Any:
         found = _state(target)
@@ -1197,20 +1305,16 @@ def _bind(names: tuple[set[str], set[str], set[str]], ns: dict[str, Any], chan: 
         if name in modules:
             module = _stdlib_module(name)
             if module is not None:
-                ns[name] = module
+                dict.__setitem__(ns, name, module)
                 continue
         if imports and name in imports:
             found, value = _imported(imports[name])
             if found:
-                ns[name] = _Imported(value, name, chan) if isinstance(value, _FUNCTIONS) else value
+                dict.__setitem__(ns, name, _Imported(value, name, chan)
+                                 if isinstance(value, _FUNCTIONS) else value)
                 added.append(name)
                 continue
-        if hasattr(builtins, name):
-            continue
-        defined, value = chan.lookup(name)
-        if defined:
-            ns[name] = value
-            added.append(name)
+        # Anything else is the candidate's, looked up each time it is read (_Namespace).
     if (check and len(called) == 1
             and all(hasattr(builtins, name) and name not in ns for name in free)):
         # A check about a builtin name the candidate defines (see the module docstring): it
@@ -1220,9 +1324,94 @@ def _bind(names: tuple[set[str], set[str], set[str]], ns: dict[str, Any], chan: 
         for name in sorted(called):
             defined, value = chan.lookup(name)  # the candidate's, or the builtin as G has it
             if defined:
-                ns[name] = value
+                dict.__setitem__(ns, name, value)
                 added.append(name)
     return added
+
+
+_MISSING = object()
+_BUILTIN_NAMES: dict[str, Any] = dict(vars(builtins))
+
+
+def _stable(value: Any) -> bool:
+    """A binding a check may keep for the rest of the check once read: a class, a module or a
+    function (the candidate rebinding its own function mid-check gains nothing it does not
+    have already). Data is read afresh at every use."""
+    return isinstance(value, (type, types.ModuleType, *_FUNCTIONS))
+
+
+class _Namespace(dict[str, Any]):
+    """The check's module namespace, shared by the prelude, the setup and every check, as one
+    Python module is. A name nothing here binds and that is not a builtin is the candidate's:
+    read from its process each time the check reads it (``COUNTER`` after ``bump()``; a class
+    or function once per check), so the check sees the module's globals as they are now, as
+    Python would.
+
+    A check's top-level assignment to a global the candidate defines (``LIMIT = 3``) would, in
+    one module, hand the candidate the check's value; the check's data never crosses except
+    as call arguments (a candidate defining ``expected`` would read the expected answer). So
+    the name is bound here, and when the candidate's code reads that name the check fails:
+    the candidate would go on with its own value where Python gives it the check's. Assigning
+    one of the candidate's own objects (a handle) reveals nothing and is made there."""
+
+    def __init__(self, chan: _Channel) -> None:
+        super().__init__()
+        self.chan = chan
+        self.cached: dict[str, Any] = {}
+        self.theirs: frozenset[str] = frozenset()
+        self.read: frozenset[str] = frozenset()
+
+    def begin(self, assigned: list[str]) -> None:
+        """A new check, which assigns ``assigned`` at its top level."""
+        self.cached.clear()
+        self.theirs = self.read = frozenset()
+        if assigned:
+            reply = self.chan.request({"op": "defines", "n": assigned}, "the candidate's globals")
+            found = self.chan.value(reply.get("r"), "the candidate's globals") if "x" not in reply else []
+            pairs = [p for p in found if type(p) is list and len(p) == 2 and type(p[0]) is str] \
+                if type(found) is list else []
+            self.theirs = frozenset(p[0] for p in pairs)
+            self.read = frozenset(p[0] for p in pairs if p[1] is not False)
+
+    def __missing__(self, name: str) -> Any:
+        found = _BUILTIN_NAMES.get(name, _MISSING)
+        if found is not _MISSING:
+            return found
+        if name.startswith("__") or name.startswith("_agentenv"):
+            raise KeyError(name)
+        found = self.cached.get(name, _MISSING)
+        if found is not _MISSING:
+            return found
+        defined, value = self.chan.lookup(name)
+        if not defined:
+            raise KeyError(name)
+        if _stable(value):
+            self.cached[name] = value
+        return value
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        if name in self.theirs:
+            self.cached.pop(name, None)
+            if id(value) in _STATE:  # one of the candidate's own objects: nothing of the check's
+                dict.pop(self, name, None)
+                self.chan.request({"op": "setname", "n": name, "v": self.chan.argument(value)},
+                                  f"{name} = ...")
+                return
+            if name in self.read and self.chan.poisoned is None:
+                self.chan.poisoned = (
+                    f"the check assigns {name}, a global the candidate's code reads: in one "
+                    f"Python module the candidate would see the check's value, and the judge "
+                    f"never hands the candidate the check's data")
+        dict.__setitem__(self, name, value)
+
+    def __delitem__(self, name: str) -> None:
+        if name in self.theirs and not dict.__contains__(self, name):
+            self.cached.pop(name, None)
+            reply = self.chan.request({"op": "delname", "n": name}, f"del {name}")
+            if "x" in reply:
+                raise KeyError(name)
+            return
+        dict.__delitem__(self, name)
 
 
 # -------------------------------------------------------------------- tolerance
@@ -1260,10 +1449,35 @@ class _Tolerant(ast.NodeTransformer):
 
 
 def _compile(source: str, name: str, tolerance: float | None) -> Any:
-    if tolerance is None:
-        return compile(source, name, "exec", dont_inherit=True)
-    tree = ast.fix_missing_locations(_Tolerant().visit(ast.parse(source)))
-    return compile(tree, name, "exec", dont_inherit=True)
+    tree = ast.parse(source)
+    # ``global X`` at a check's top level changes nothing in Python but how X is compiled
+    # (STORE_GLOBAL, which skips the namespace's own assignment): dropped, so ``X = 3`` is
+    # made where the candidate reads X.
+    tree.body = [ast.copy_location(ast.Pass(), n) if isinstance(n, ast.Global) else n
+                 for n in tree.body]
+    if tolerance is not None:
+        tree = _Tolerant().visit(tree)
+    return compile(ast.fix_missing_locations(tree), name, "exec", dont_inherit=True)
+
+
+def _assigned(source: str) -> list[str]:
+    """The names a check assigns at its top level with ``=``, ``+=``, ``for``, ``with``... (not
+    ``def``, ``class`` or ``import``): those it may share with the candidate's module."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    names: set[str] = set()
+    stack: list[ast.AST] = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda,
+                             ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        stack.extend(ast.iter_child_nodes(node))
+    return sorted(names)
 
 
 # -------------------------------------------------------------------- checks
@@ -1281,6 +1495,8 @@ def _verdict(index: int, source: str, ns: dict[str, Any], chan: _Channel,
     added: list[str] = []
     unreadable = _stdvalues.UNREADABLE[0]
     try:
+        if isinstance(ns, _Namespace):
+            ns.begin(_assigned(source))
         added = _bind(names, ns, chan, check=True, imports=imports)
         exec(code, ns)
     except BaseException as exc:
@@ -1288,6 +1504,13 @@ def _verdict(index: int, source: str, ns: dict[str, Any], chan: _Channel,
     finally:
         for name in added:  # the next check looks them up afresh
             ns.pop(name, None)
+        if isinstance(ns, _Namespace):
+            ns.theirs = frozenset()
+    if chan.shared and chan.broken is None and chan.poisoned is None:
+        try:
+            chan.poisoned = chan.diverged()
+        except BaseException as exc:
+            error = error or exc
     if _stdvalues.UNREADABLE[0] != unreadable and chan.poisoned is None:
         # An iterator was consumed past what crossed of it: failed, even if the check caught it.
         chan.poisoned = (str(error) if isinstance(error, _stdvalues.Unreadable) else
@@ -1331,7 +1554,8 @@ def run_judge(job: dict[str, Any], result_fd: int, peer_fd: int) -> None:
     """Run the job's setup, then each check, reporting one verdict frame per check."""
     out = _Verdicts(result_fd, str(job["nonce"]))
     chan = _Channel(peer_fd)
-    ns: dict[str, Any] = {"__name__": "__check__", "__builtins__": builtins}
+    ns: dict[str, Any] = _Namespace(chan)
+    ns.update({"__name__": "__check__", "__builtins__": builtins})
     raw_tolerance = job.get("float_tolerance")
     tolerance = float(raw_tolerance) if isinstance(raw_tolerance, (int, float)) else None
     if tolerance is not None:

@@ -39,6 +39,7 @@ import collections
 import contextlib
 import functools
 import gc
+import io
 import math
 import operator
 import os
@@ -140,7 +141,12 @@ def _module_name(module: Any) -> Any:
     """A module's ``__name__`` as its dict holds it (no ``__getattr__`` of the module runs)."""
     return _getattribute(module, "__name__")
 MAX_HANDLES = 100_000  # objects kept for the judge in one run
-_REQUESTS = ("name", "call", "get", "set", "del", "do", "take", "type", "base")
+_REQUESTS = ("name", "call", "get", "set", "del", "do", "take", "type", "base", "defines",
+             "setname", "delname")
+MAX_CAPTURED = 4 * 1024 * 1024  # bytes a request may print that reach the judge's redirect
+_getrefcount = sys.getrefcount
+_BytesIO = io.BytesIO
+_TextIOWrapper = io.TextIOWrapper
 
 
 def apply_limits(limits: dict[str, Any]) -> None:
@@ -647,12 +653,19 @@ class _JudgeServer:
     most a wrong answer.
     """
 
-    def __init__(self, fd: int, ns: dict[str, Any], max_bytes: int = 0) -> None:
+    def __init__(self, fd: int, ns: dict[str, Any], max_bytes: int = 0, code: str = "") -> None:
         self.fd = fd
+        self.code = code
+        self.reads: list[frozenset[str] | None] = []  # _names_read(code), once asked
         self.ns = ns
         self.max_bytes = max_bytes
         self.handles: dict[int, Any] = {}
         self.keys: dict[int, int] = {}  # id(object) -> its handle (objects are kept alive)
+        # What the candidate prints while it answers: sys.stdout and sys.stderr during a
+        # request, sent back with each message (see ``captured``).
+        self.streams = [_TextIOWrapper(_BytesIO(), encoding="utf-8", errors="backslashreplace",
+                                       newline="\n", write_through=True) for _ in range(2)]
+        self.depth = 0
 
     def serve(self) -> None:
         with contextlib.suppress(_Hangup):
@@ -666,16 +679,46 @@ class _JudgeServer:
                 self.answer(message)
 
     def answer(self, message: dict[str, Any]) -> None:
+        saved = (sys.stdout, sys.stderr)
+        sys.stdout, sys.stderr = self.streams
+        self.depth += 1
         try:
             reply = self.handle(message)
         except _Hangup:
             raise
         except BaseException as exc:
             reply = self.raised(exc)
+        finally:
+            self.depth -= 1
+            sys.stdout, sys.stderr = saved
+        reply.update(self.captured(saved))
         try:
             _rpc_send(self.fd, reply)
         except _RpcErrors:
             raise _Hangup from None
+
+    def captured(self, saved: Any = None) -> dict[str, Any]:
+        """What the candidate printed since the last message, as ``{"o": stdout text, "e":
+        stderr text}``: the judge writes it where the check redirected its own streams
+        (``contextlib.redirect_stdout``), as one Python process would have printed it. At the
+        outermost request it is also written where the candidate's streams point."""
+        out: dict[str, Any] = {}
+        for key, stream, index in (("o", self.streams[0], 0), ("e", self.streams[1], 1)):
+            raw = stream.buffer
+            data = raw.getvalue()
+            if not data:
+                continue
+            raw.seek(0)
+            raw.truncate()
+            if _len(data) > MAX_CAPTURED:
+                out[key + "!"] = True  # more than the judge takes: a check reading it fails
+                data = data[:MAX_CAPTURED]
+            text = data.decode("utf-8", "replace")
+            out[key] = text
+            if saved is not None and self.depth == 0:
+                with contextlib.suppress(BaseException):
+                    saved[index].write(text)
+        return out
 
     def raised(self, exc: BaseException, depth: int = 0) -> dict[str, Any]:
         """An exception as the judge rebuilds it: its class (a handle), args and text."""
@@ -744,6 +787,10 @@ class _JudgeServer:
         mutable container is a handle: the check sees later changes, as Python's would."""
         if live and _id(_type(value)) in _LIVE:
             return ["h", self.keep(value), self.keep(_type(value)), _type_name_of(value), "o"]
+        if depth == 0 and _type(value) is tuple and _len(value) <= MAX_MIXED and _shares(value):
+            # a fresh tuple of lists the candidate keeps (``return self.items, self.counts``):
+            # each such list is a handle, as a returned list the candidate keeps is
+            return ["t", [self.result(x, 1, live=shared) for x, shared in _shared_items(value)]]
         try:
             encoded = _encode_value(value)
         except _ValueTooLarge as exc:  # plain data, over a wire budget: say which
@@ -855,7 +902,26 @@ class _JudgeServer:
             do, raw = _DO.get(_str(message.get("w"))), message.get("a")
             if do is None or _type(raw) is not list:
                 raise ValueError("the judge asked for an operation this process does not know")
-            return {"r": self.result(do(*[self.argument(a) for a in raw]))}
+            value = do(*[self.argument(a) for a in raw])
+            # an item of a container the candidate keeps (``g.adj[1]``) is shared with it
+            kept = _getrefcount(value) > 2  # held by more than ``value`` and the call's argument
+            return {"r": self.result(value, live=kept)}
+        if op == "defines":  # which of these names are globals of the candidate's namespace,
+            wanted = message.get("n")  # and whether its code reads each of them
+            if _type(wanted) is not list:
+                raise ValueError("malformed names from the judge")
+            if not self.reads:
+                self.reads.append(_names_read(self.code))
+            reads = self.reads[0]
+            return {"r": ["v", _encode_value([[n, reads is None or n in reads] for n in wanted
+                                              if _type(n) is str and n in self.ns])]}
+        if op == "setname":  # the check assigned one of the candidate's globals
+            name = _str(message.get("n"))
+            self.ns[name] = self.argument(message.get("v"))
+            return {"r": self.result(self.ns[name], live=True)}
+        if op == "delname":
+            del self.ns[_str(message.get("n"))]
+            return {"r": ["v", _encode_value(None)]}
         target = self.target(message.get("f"))
         if op == "type":
             return {"r": self.describe(target)}
@@ -887,8 +953,27 @@ class _JudgeServer:
             raise ValueError("malformed call from the judge")
         args = [self.argument(a) for a in raw_args]
         kwargs = {str(pair[0]): self.argument(pair[1]) for pair in raw_kwargs}
+        made = self.made(raw_args, args, raw_kwargs, kwargs)
+        before = {key: _getrefcount(obj) for key, (obj, _path) in made.items()}
         value = target(*args, **kwargs)
-        reply: dict[str, Any] = {"r": self.result(value)}
+        reply: dict[str, Any] = {}
+        back = made.get(_id(value))
+        if back is not None and back[0] is value:
+            # the check's own object, passed in and returned (``ident(x) is x``): the judge
+            # answers with its original, not a copy
+            reply["r"] = ["r", back[1]]
+        else:
+            kept_value = _getrefcount(value) > 2  # held by more than ``value`` and the argument
+            reply["r"] = self.result(value, live=kept_value)
+        returned = back[0] if back is not None else None
+        del value, back
+        held = [[path, self.keep(obj)] for key, (obj, path) in made.items()
+                if obj is not returned and _getrefcount(obj) > before[key]]
+        if held:
+            # the candidate keeps a copy of an object of the check's (``self.items = items``):
+            # the judge compares the two when the check ends, and a check that saw them apart
+            # fails (see _judge)
+            reply["kept"] = held
         # Arguments are copies: send back the ones the call changed, so a check that tests
         # "does not modify its argument" sees what the candidate did to it.
         changed: list[list[Any]] = []
@@ -906,6 +991,28 @@ class _JudgeServer:
             reply["m"] = changed
         return reply
 
+    def made(self, raw_args: list[Any], args: list[Any], raw_kwargs: list[Any],
+             kwargs: dict[str, Any]) -> dict[int, tuple[Any, list[Any]]]:
+        """The mutable containers decoded from a call's plain arguments, by id: each with its
+        path (the argument's position or keyword, then list indices) in the judge's object."""
+        found: dict[int, tuple[Any, list[Any]]] = {}
+
+        def visit(obj: Any, path: list[Any], depth: int) -> None:
+            kind = _type(obj)
+            if kind in (list, dict, set, bytearray) and _id(obj) not in found:
+                found[_id(obj)] = (obj, path)
+            if kind in (list, tuple) and depth < 4 and _len(obj) <= MAX_MIXED:
+                for i, item in enumerate(obj):
+                    if _type(item) in (list, tuple, dict, set, bytearray):
+                        visit(item, [*path, i], depth + 1)
+
+        for position, raw, arg in [*((i, raw_args[i], a) for i, a in enumerate(args)),
+                                   *((k, raw_kwargs[n][1], kwargs[k])
+                                     for n, k in enumerate(kwargs))]:
+            if raw[0] == "v":
+                visit(arg, [position], 0)
+        return found
+
     def take(self, iterator: Any, count: Any) -> dict[str, Any]:
         """Up to ``count`` items of an iterator; ``end`` when it is exhausted, and the
         exception it raised after the items it gave, if it raised one."""
@@ -914,9 +1021,14 @@ class _JudgeServer:
         wanted = count if _type(count) is int and 0 < count <= 1024 else 1
         try:
             for _ in range(wanted):
-                items.append(self.result(_next(iterator)))
-        except StopIteration:
+                item = _next(iterator)
+                kept = _getrefcount(item) > 2
+                items.append(self.result(item, live=kept))
+        except StopIteration as stop:
             reply["end"] = True
+            returned = stop.value
+            if returned is not None:  # a generator's return value: ``yield from``'s result
+                reply["rv"] = self.result(returned)
         except _Hangup:
             raise
         except BaseException as exc:
@@ -930,6 +1042,7 @@ class _JudgeServer:
         def call_the_judge(*args: Any, **kwargs: Any) -> Any:
             message = {"op": "cb", "c": key, "a": [server.result(a) for a in args],
                        "k": [[_str(k), server.result(v)] for k, v in kwargs.items()]}
+            message.update(server.captured())  # printed before the callback: written first
             try:
                 _rpc_send(server.fd, message)
                 while True:
@@ -951,6 +1064,20 @@ class _JudgeServer:
         return call_the_judge
 
 
+def _shared_items(value: tuple[Any, ...]) -> list[tuple[Any, bool]]:
+    """Each item of a tuple, with whether it is a mutable container something beyond the tuple
+    also holds (the candidate keeps it)."""
+    out = []
+    for item in value:
+        shared = _getrefcount(item) > 3  # the tuple, ``item`` and the call's argument
+        out.append((item, shared and _id(_type(item)) in _LIVE))
+    return out
+
+
+def _shares(value: tuple[Any, ...]) -> bool:
+    return any(shared for _item, shared in _shared_items(value))
+
+
 def _type_name_of(value: Any) -> str:
     try:
         return str(type.__dict__["__qualname__"].__get__(type(value)))
@@ -958,9 +1085,26 @@ def _type_name_of(value: Any) -> str:
         return "object"
 
 
-def serve_judge(ns: dict[str, Any], fd: int, max_bytes: int = 0) -> None:
+def serve_judge(ns: dict[str, Any], fd: int, max_bytes: int = 0, code: str = "") -> None:
     """Answer the judge's questions about the candidate's namespace until it hangs up."""
-    _JudgeServer(fd, ns, max_bytes).serve()
+    _JudgeServer(fd, ns, max_bytes, code).serve()
+
+
+def _names_read(code: str) -> frozenset[str] | None:
+    """Every name the candidate's code loads as a global or attribute anywhere (its functions,
+    methods, lambdas): a superset of the globals it reads. None when it cannot be known."""
+    try:
+        stack = [_compile(code, "<candidate>", "exec", dont_inherit=True)]
+    except BaseException:
+        return None
+    found: set[str] = set()
+    while stack:
+        if _len(found) > 100_000:
+            return None
+        unit = stack.pop()
+        found.update(unit.co_names)
+        stack.extend(c for c in unit.co_consts if _type(c) is types.CodeType)
+    return frozenset(found)
 
 
 def run_job(job: dict[str, Any], result_fd: int, judge_fd: int | None = None, *,
@@ -992,7 +1136,7 @@ def run_job(job: dict[str, Any], result_fd: int, judge_fd: int | None = None, *,
                        [list(ops) for ops in then] if type(then) is list else None)
     if judge_fd is not None:
         if ns is not None:
-            serve_judge(ns, judge_fd, int(job.get("max_value_bytes", 0)))
+            serve_judge(ns, judge_fd, int(job.get("max_value_bytes", 0)), code)
         with contextlib.suppress(OSError):
             _os_close(judge_fd)
     chan.send({TYPE: DONE})
