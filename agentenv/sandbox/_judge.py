@@ -209,18 +209,26 @@ _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
     "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le,
     "gt": operator.gt, "ge": operator.ge}
 _NO_BASE = object()  # the candidate object's class derives from no builtin value type
+_own_dict = type.__dict__["__dict__"].__get__  # a class's own namespace (never a mirror's property)
+# A dict view's items -> a view of the same kind over a dict built here.
+_VIEWS: dict[Any, Callable[[list[Any]], Any]] = {
+    type({}.keys()): lambda items: dict.fromkeys(items).keys(),
+    type({}.items()): lambda items: dict(items).items(),
+    type({}.values()): lambda items: dict(enumerate(items)).values(),
+}
 
 
 class _Buffer:
     """Items of a candidate iterator fetched ahead (in growing batches), and how it ended."""
 
-    __slots__ = ("ended", "error", "items", "returned", "size")
+    __slots__ = ("ended", "error", "items", "pulled", "returned", "size")
 
     def __init__(self) -> None:
         self.items: collections.deque[Any] = collections.deque()
         self.error: BaseException | None = None
         self.ended = False
         self.returned: Any = None
+        self.pulled = -1  # the channel's request count when the buffered items were pulled
         self.size = 1
 
 
@@ -610,6 +618,7 @@ class _Channel:
         self.fd = fd
         self.broken: str | None = None
         self.depth = 0
+        self.requests = 0  # requests sent so far (see ``next``)
         self.callbacks: dict[int, Callable[..., Any]] = {}
         self.placed = False  # whether G was told which CPU this process runs on
         # One judge object per candidate object for the whole run (``is`` holds), the mirror
@@ -646,6 +655,7 @@ class _Channel:
                              f"{MAX_NESTING} levels")
             raise RecursionError(self.poisoned)
         self.depth += 1
+        self.requests += 1
         try:
             _rpc.send(self.fd, message)
             while True:
@@ -1012,6 +1022,9 @@ class _Channel:
             return self.do(op, (handle, other))
         if type(other).__module__ != "builtins":  # an object of the check's: its own
             return NotImplemented                     # (reflected) method decides
+        view = _VIEWS.get(_own_dict(type(handle)).get("_agentenv_real"))
+        if view is not None:  # a dict view: as a view of a dict with its items, built here
+            return _COMPARE[op](view(list(handle)), other)
         value = self.base(handle)
         if value is _NO_BASE:
             if op in ("eq", "ne"):
@@ -1040,18 +1053,29 @@ class _Channel:
         return iterator
 
     def next(self, obj: Any) -> Any:
+        """The next item of a candidate iterator. Items are pulled in growing batches while
+        the check does nothing else with the candidate; once it does (``for x in g: f(x)``)
+        one at a time, so a generator runs after the calls the check made before pulling its
+        next item, as in Python. An item pulled ahead of a later request of the check's, and
+        read after it, may not be what Python would give: the check fails."""
         found = _state(obj)
         buffer = self.buffers.get(id(obj))
         if buffer is None:
             buffer = self.buffers[id(obj)] = _Buffer()
         while True:
             if buffer.items:
+                if buffer.pulled != self.requests and self.poisoned is None:
+                    self.poisoned = (f"the check read an item of {_clip(found.label, 80)} that "
+                                     "the judge had pulled before the check's later calls into "
+                                     "the candidate: Python would have run the iterator after them")
                 return buffer.items.popleft()
             if buffer.error is not None:
                 error, buffer.error = buffer.error, None
                 raise error
             if buffer.ended:
                 raise StopIteration(buffer.returned)
+            if buffer.pulled != self.requests:
+                buffer.size = 1  # the check asked the candidate something since the last pull
             reply = self.request({"op": "take", "f": list(found.ref), "n": buffer.size},
                                  f"next({found.label})")
             buffer.size = min(buffer.size * 2, MAX_BATCH)
@@ -1067,6 +1091,7 @@ class _Channel:
             buffer.ended = reply.get("end") is True
             if buffer.ended and "rv" in reply:
                 buffer.returned = self.value(reply["rv"], f"next({found.label})")
+            buffer.pulled = self.requests
             if not buffer.items and not buffer.ended and buffer.error is None:
                 return self.fail("the candidate's process sent an empty batch")
 

@@ -126,6 +126,7 @@ _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _ModuleType = type(sys)
 _encode_value = _wire.encode_value
 _is_value = _wire.is_value
+_stdvalues_iterators = _wire._ITERATORS
 _decode_value = _wire.decode_value
 _encode_frame = _wire.encode_frame
 _NotPlainData = _wire.NotPlainData
@@ -600,6 +601,11 @@ _exc_cause = BaseException.__dict__["__cause__"].__get__
 _LIVE = frozenset(_id(t) for t in (list, dict, set, bytearray, collections.deque,
                                    collections.defaultdict, collections.Counter,
                                    collections.OrderedDict))
+# Iterators the wire would pull here and send as values (generators, list iterators, map,
+# zip...) and dict views: to the judge, handles (see ``result``).
+_LAZY = frozenset((*_stdvalues_iterators, type({}.keys()), type({}.values()), type({}.items()),
+                   type(collections.OrderedDict().keys()), type(collections.OrderedDict().values()),
+                   type(collections.OrderedDict().items())))
 _GEN_FLAGS = 0x20 | 0x80 | 0x200  # CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR
 
 
@@ -785,7 +791,10 @@ class _JudgeServer:
     def result(self, value: Any, depth: int = 0, live: bool = False) -> list[Any]:
         """``value`` as the judge receives it. With ``live`` (a global or an attribute), a
         mutable container is a handle: the check sees later changes, as Python's would."""
-        if live and _id(_type(value)) in _LIVE:
+        if (live and _id(_type(value)) in _LIVE) or (depth == 0 and _type(value) in _LAZY):
+            # a container the candidate keeps, or an iterator or dict view: a handle, read
+            # when the check reads it (a generator runs as the check pulls it, after the
+            # calls the check made meanwhile; a view shows its dict as it is now)
             return ["h", self.keep(value), self.keep(_type(value)), _type_name_of(value), "o"]
         if depth == 0 and _type(value) is tuple and _len(value) <= MAX_MIXED and _shares(value):
             # a fresh tuple of lists the candidate keeps (``return self.items, self.counts``):
