@@ -454,6 +454,8 @@ def _decompose(source: str, helpers: frozenset[str] = frozenset(),
         return None
     test = decomposer.result
     assert test is not None
+    if _calls_lazily(test):
+        return None
     test = ast.fix_missing_locations(_Budgeted().visit(test))  # the expected side is budgeted too
     expected: list[tuple[int, CodeType]] = []
     for node in ast.walk(test):
@@ -493,6 +495,26 @@ def _asks_identity(test: ast.expr) -> bool:
                     isinstance(side, ast.Constant) and any(side.value is s for s in _SINGLETONS)
                     for side in (left, right)):
                 return True
+    return False
+
+
+def _calls_lazily(test: ast.expr) -> bool:
+    """Whether a call into the candidate sits where Python may skip it: after the first operand
+    of ``and``/``or``, in a branch of ``x if c else y``, past the first link of a chained
+    comparison. The child computes every shipped call, so a stateful candidate (a counter)
+    would see calls Python never makes and later checks would run against another state;
+    such an assertion goes to the judge, which evaluates it as Python does."""
+    for node in ast.walk(test):
+        if isinstance(node, ast.BoolOp):
+            lazy: list[ast.AST] = list(node.values[1:])
+        elif isinstance(node, ast.IfExp):
+            lazy = [node.body, node.orelse]
+        elif isinstance(node, ast.Compare) and len(node.ops) > 1:
+            lazy = list(node.comparators[1:])
+        else:
+            continue
+        if any(_is_placeholder(n) for part in lazy for n in ast.walk(part)):
+            return True
     return False
 
 

@@ -796,10 +796,19 @@ class _JudgeServer:
             # when the check reads it (a generator runs as the check pulls it, after the
             # calls the check made meanwhile; a view shows its dict as it is now)
             return ["h", self.keep(value), self.keep(_type(value)), _type_name_of(value), "o"]
-        if depth == 0 and _type(value) is tuple and _len(value) <= MAX_MIXED and _shares(value):
-            # a fresh tuple of lists the candidate keeps (``return self.items, self.counts``):
-            # each such list is a handle, as a returned list the candidate keeps is
-            return ["t", [self.result(x, 1, live=shared) for x, shared in _shared_items(value)]]
+        if depth == 0 and _type(value) in (tuple, list, dict) and _shares(value):
+            # a fresh tuple, list or dict of lists the candidate keeps (``return self.items,
+            # self.counts``, ``[row for row in self.grid]``): each such list is a handle, as a
+            # returned list the candidate keeps is
+            if _len(value) > MAX_MIXED:
+                return ["b", f"a {_type_name_of(value)} of more than {MAX_MIXED} items holding "
+                             "containers the candidate keeps (they cannot cross as copies)"]
+            if _type(value) is dict:
+                pairs = zip(_list(value), _shared_items(value), strict=True)
+                return ["d", [[self.result(k, 1), self.result(v, 1, live=shared)]
+                              for k, (v, shared) in pairs]]
+            return [_TAGS[_id(_type(value))],
+                    [self.result(x, 1, live=shared) for x, shared in _shared_items(value)]]
         try:
             encoded = _encode_value(value)
         except _ValueTooLarge as exc:  # plain data, over a wire budget: say which
@@ -1073,18 +1082,22 @@ class _JudgeServer:
         return call_the_judge
 
 
-def _shared_items(value: tuple[Any, ...]) -> list[tuple[Any, bool]]:
-    """Each item of a tuple, with whether it is a mutable container something beyond the tuple
-    also holds (the candidate keeps it)."""
+def _shared_items(value: Any) -> list[tuple[Any, bool]]:
+    """Each item of a tuple or list (each value of a dict), with whether it is a mutable
+    container something beyond ``value`` also holds (the candidate keeps it)."""
     out = []
-    for item in value:
-        shared = _getrefcount(item) > 3  # the tuple, ``item`` and the call's argument
+    for item in (value.values() if _type(value) is dict else value):
+        shared = _getrefcount(item) > 3  # ``value``, ``item`` and the call's argument
         out.append((item, shared and _id(_type(item)) in _LIVE))
     return out
 
 
-def _shares(value: tuple[Any, ...]) -> bool:
-    return any(shared for _item, shared in _shared_items(value))
+def _shares(value: Any) -> bool:
+    """Whether ``_shared_items`` would find one such container (stops at the first)."""
+    for item in (value.values() if _type(value) is dict else value):
+        if _id(_type(item)) in _LIVE and _getrefcount(item) > 3:
+            return True
+    return False
 
 
 def _type_name_of(value: Any) -> str:
