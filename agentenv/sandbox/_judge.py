@@ -1021,7 +1021,11 @@ class _Channel:
         if id(other) in _STATE:  # two candidate objects: the candidate's dunder decides
             return self.do(op, (handle, other))
         if type(other).__module__ != "builtins":  # an object of the check's: its own
-            return NotImplemented                     # (reflected) method decides
+            if isinstance(type(handle), _StandIn):    # (reflected) method decides, except
+                value = self.base(handle)             # against a deque, a Counter... the
+                if value is not _NO_BASE:             # candidate keeps: its copy, here
+                    return _COMPARE[op](value, other)
+            return NotImplemented
         view = _VIEWS.get(_own_dict(type(handle)).get("_agentenv_real"))
         if view is not None:  # a dict view: as a view of a dict with its items, built here
             return _COMPARE[op](view(list(handle)), other)

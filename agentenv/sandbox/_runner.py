@@ -959,6 +959,8 @@ class _JudgeServer:
             _delattr(target, _str(message.get("n")))
             return {"r": ["v", _encode_value(None)]}
         if op == "base":
+            if _id(_type(target)) in _LIVE:  # a list, deque, Counter... the candidate keeps:
+                return {"r": self.result(target)}  # a copy of it, of its own exact type
             for klass in _type_mro_get(_type(target)):
                 convert = _BASE_VALUE.get(_id(klass))
                 if convert is not None and _BUILTIN_OBJECTS.get(_id(klass)) is klass:
