@@ -80,7 +80,18 @@ the fast path; otherwise comparisons are Python's own.
 
 Arguments are copies: plain data, candidate handles, or callables of the check (``G`` gets a
 stub that calls back here; nesting is capped). Lists, dicts and sets a call mutated are copied
-back into the check's objects, so "must not modify its argument" checks still see the change.
+back into the check's objects (in place, keeping their inner lists), so "must not modify its
+argument" checks still see the change. An argument the call returns is the check's own object
+(``ident(x) is x``). A copy the candidate keeps (``self.items = items``) is kept in step with
+the check's object from then on: each message carries the changes either side made since the
+last one, so the two behave as Python's one object at every crossing.
+
+**Shared state.** A call result the candidate keeps (its own list, dict, set, deque..., an item
+of one, such lists inside a fresh tuple, list or dict), a generator or iterator, and a dict
+view are handles, read when the check reads them (a generator runs as the check pulls it; see
+:meth:`_Channel.next`); a fresh result is a copy. The candidate's globals are read each time
+the check reads them (:class:`_Namespace`). What the candidate prints while it answers is
+written to the check's redirected ``sys.stdout``/``sys.stderr``.
 
 **Verdicts.** One frame per check on this process's own result pipe, which only the worker
 reads: passed when the check ran to its end without an exception, and nothing that a check
@@ -135,6 +146,7 @@ from _schema import (  # noqa: E402  (the wire schema: keys and kinds, declared 
 __all__ = ["MAX_NESTING", "Remote", "run_judge"]
 
 MAX_NESTING = 32  # calls between the check and the candidate nested inside each other
+MAX_SHARED = 32  # objects of the check's the candidate keeps copies of, kept in step
 MAX_MESSAGE = 400
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))
 _FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, functools.partial)
@@ -631,8 +643,8 @@ class _Channel:
         self.impostors: set[type] = set()
         self.methods: dict[tuple[int, str], int] = {}  # (id(mirror), name) -> key of MethodType
         # Objects of the check's that the candidate keeps a copy of (``self.items = items``):
-        # id -> (the check's object, the candidate's copy's handle key). See ``diverged``.
-        self.shared: dict[int, tuple[Any, int]] = {}
+        # the copy's handle key -> [the check's object, its content as last sent]. See ``push``.
+        self.shared: dict[int, list[Any]] = {}
         self.begin()
 
     def begin(self) -> None:
@@ -657,10 +669,12 @@ class _Channel:
         self.depth += 1
         self.requests += 1
         try:
+            self.push(message)
             _rpc.send(self.fd, message)
             while True:
                 reply = _rpc.recv(self.fd)
                 self.printed(reply)
+                self.pull(reply)
                 if reply.get("op") == "cb":
                     self.callback(reply)
                     continue
@@ -691,29 +705,57 @@ class _Channel:
                                  f"request to a {name} the check redirected")
             stream.write(text)
 
-    def diverged(self) -> str | None:
-        """Whether an object of the check's and the candidate's kept copy of it now differ:
-        one side changed it where Python would have changed the one object both hold, so
-        the check saw a state Python never shows (the verdict cannot stand). Pairs whose
-        object the check no longer holds are dropped."""
-        for key, (obj, ref) in list(self.shared.items()):
-            if sys.getrefcount(obj) <= 3:  # only this table (and the call's own references)
+    def push(self, message: dict[str, Any]) -> None:
+        """Objects of the check's that the candidate keeps a copy of are one object in Python:
+        before each message, the changes the check made to them go along, and the candidate
+        makes them to its copies (``xs.append(5)`` after ``s = Stack(xs)``); its changes
+        come back with its answers (``pull``). Pairs whose object the check no longer holds
+        are dropped. An object that can no longer be sent (it holds something of the
+        check's) fails the check."""
+        sync, dropped = [], []
+        for key, entry in list(self.shared.items()):
+            if sys.getrefcount(entry[0]) <= 2:  # only this table (and the call's argument)
                 del self.shared[key]
+                dropped.append(key)
                 continue
-            reply = self.request({"op": "base", "f": ["h", ref]}, "a kept argument")
             try:
-                theirs = self.value(reply.get("r"), "a kept argument")
-                same = type(theirs) is type(obj) and bool(theirs == obj)
-            except _Gone:
-                raise
-            except BaseException:
-                same = False
-            if not same:
-                return (f"the candidate kept a copy of the check's {type(obj).__name__} "
-                        f"{_show(obj, 60)} and one of the two changed it later: the judge holds "
-                        "the check's objects apart from the candidate's, so this check cannot "
-                        "be judged as Python would")
-        return None
+                now = self.argument(entry[0], allow_callable=False, own=True)
+            except Exception:
+                del self.shared[key]
+                dropped.append(key)
+                if self.poisoned is None:
+                    self.poisoned = ("the check put something the candidate cannot hold into an "
+                                     "object the candidate keeps a copy of")
+                continue
+            if now != entry[1]:
+                entry[1] = now
+                sync.append([key, now])
+        if sync:
+            message["sync"] = sync
+        if dropped:
+            message["unsync"] = dropped
+
+    def pull(self, reply: dict[str, Any]) -> None:
+        """The candidate changed its kept copies of the check's objects: the same change here."""
+        for item in reply.get("sync") or ():
+            if type(item) is list and len(item) == 2 and item[0] in self.shared:
+                entry = self.shared[item[0]]
+                _update(entry[0], self.value(item[1], "a kept argument"))
+                with contextlib.suppress(Exception):
+                    entry[1] = self.argument(entry[0], allow_callable=False, own=True)
+
+    def keeps(self, obj: Any, key: int) -> None:
+        """The candidate keeps a copy (``key``) of the check's ``obj``: keep the two in step."""
+        if len(self.shared) >= MAX_SHARED:
+            if self.poisoned is None:
+                self.poisoned = (f"the candidate keeps copies of more than {MAX_SHARED} of the "
+                                 "check's objects (they are kept in step with the check's)")
+            return
+        try:
+            self.shared[key] = [obj, self.argument(obj, allow_callable=False, own=True)]
+        except Exception:
+            if self.poisoned is None:
+                self.poisoned = "the candidate keeps a copy of an object the check cannot send"
 
     def fail(self, why: str) -> Any:
         self.broken = why
@@ -728,10 +770,15 @@ class _Channel:
             return False
         return True
 
-    def argument(self, value: Any, allow_callable: bool = True, depth: int = 0) -> list[Any]:
+    def argument(self, value: Any, allow_callable: bool = True, depth: int = 0,
+                 own: bool = False) -> list[Any]:
         found = _STATE.get(id(value))
         if found is not None:
             return list(found.ref)
+        if not own and depth == 0 and self.shared:
+            for key, entry in self.shared.items():
+                if entry[0] is value:  # the candidate keeps a copy: that copy, in step
+                    return ["h", key]
         try:
             return ["v", _wire.encode_value(value)]
         except _wire.NotPlainData:
@@ -1123,9 +1170,7 @@ class _Channel:
         if type(kept) is list:
             for item in kept:
                 if type(item) is list and len(item) == 2 and type(item[1]) is int:
-                    with contextlib.suppress(Exception):
-                        obj = self.at(item[0], args, kwargs)
-                        self.shared[id(obj)] = (obj, item[1])
+                    self.keeps(self.at(item[0], args, kwargs), item[1])
         return value
 
     def at(self, path: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -1215,6 +1260,7 @@ class _Channel:
             raise
         except BaseException as exc:
             answer = {"x": type(exc).__name__, "msg": _clip(_message(exc))}
+        self.push(answer)
         try:
             _rpc.send(self.fd, answer)
         except _rpc.ChannelClosed:
@@ -1535,11 +1581,6 @@ def _verdict(index: int, source: str, ns: dict[str, Any], chan: _Channel,
             ns.pop(name, None)
         if isinstance(ns, _Namespace):
             ns.theirs = frozenset()
-    if chan.shared and chan.broken is None and chan.poisoned is None:
-        try:
-            chan.poisoned = chan.diverged()
-        except BaseException as exc:
-            error = error or exc
     if _stdvalues.UNREADABLE[0] != unreadable and chan.poisoned is None:
         # An iterator was consumed past what crossed of it: failed, even if the check caught it.
         chan.poisoned = (str(error) if isinstance(error, _stdvalues.Unreadable) else

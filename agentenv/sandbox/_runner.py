@@ -144,6 +144,7 @@ def _module_name(module: Any) -> Any:
 MAX_HANDLES = 100_000  # objects kept for the judge in one run
 _REQUESTS = ("name", "call", "get", "set", "del", "do", "take", "type", "base", "defines",
              "setname", "delname")
+MAX_SYNCED = 32  # kept copies of a check's objects kept in step with them (see _judge)
 MAX_CAPTURED = 4 * 1024 * 1024  # bytes a request may print that reach the judge's redirect
 _getrefcount = sys.getrefcount
 _BytesIO = io.BytesIO
@@ -672,6 +673,7 @@ class _JudgeServer:
         self.streams = [_TextIOWrapper(_BytesIO(), encoding="utf-8", errors="backslashreplace",
                                        newline="\n", write_through=True) for _ in range(2)]
         self.depth = 0
+        self.synced: dict[int, Any] = {}  # kept copies of the check's objects: key -> last sent
 
     def serve(self) -> None:
         with contextlib.suppress(_Hangup):
@@ -689,6 +691,7 @@ class _JudgeServer:
         sys.stdout, sys.stderr = self.streams
         self.depth += 1
         try:
+            self.apply(message)
             reply = self.handle(message)
         except _Hangup:
             raise
@@ -698,10 +701,37 @@ class _JudgeServer:
             self.depth -= 1
             sys.stdout, sys.stderr = saved
         reply.update(self.captured(saved))
+        self.changes(reply)
         try:
             _rpc_send(self.fd, reply)
         except _RpcErrors:
             raise _Hangup from None
+
+    def apply(self, message: dict[str, Any]) -> None:
+        """The check changed objects of its own that this process keeps copies of: the same
+        change here, in place, before anything runs (one object in Python)."""
+        for key in message.get("unsync") or ():
+            self.synced.pop(key, None)
+        for item in message.get("sync") or ():
+            if _type(item) is list and _len(item) == 2 and item[0] in self.synced:
+                copy = self.handles[item[0]]
+                new = self.argument(item[1])
+                _replace(copy, new)
+                self.synced[item[0]] = self.result(copy)
+
+    def changes(self, message: dict[str, Any]) -> None:
+        """Add to an outgoing message the kept copies the candidate changed since last sent."""
+        changed = []
+        for key, last in _list(self.synced.items()):
+            try:
+                now = self.result(self.handles[key])
+            except BaseException:
+                continue
+            if now != last:
+                self.synced[key] = now
+                changed.append([key, now])
+        if changed:
+            message["sync"] = changed
 
     def captured(self, saved: Any = None) -> dict[str, Any]:
         """What the candidate printed since the last message, as ``{"o": stdout text, "e":
@@ -987,12 +1017,15 @@ class _JudgeServer:
             reply["r"] = self.result(value, live=kept_value)
         returned = back[0] if back is not None else None
         del value, back
-        held = [[path, self.keep(obj)] for key, (obj, path) in made.items()
-                if obj is not returned and _getrefcount(obj) > before[key]]
+        held: list[list[Any]] = [[path, self.keep(obj)] for key, (obj, path) in made.items()
+                                 if obj is not returned and _getrefcount(obj) > before[key]]
+        for _path, kept_key in held:
+            if _len(self.synced) < MAX_SYNCED:
+                self.synced[kept_key] = self.result(self.handles[kept_key])
         if held:
             # the candidate keeps a copy of an object of the check's (``self.items = items``):
-            # the judge compares the two when the check ends, and a check that saw them apart
-            # fails (see _judge)
+            # the two are kept in step from now on, as one object (see ``apply``, ``changes``
+            # and _judge's ``push``)
             reply["kept"] = held
         # Arguments are copies: send back the ones the call changed, so a check that tests
         # "does not modify its argument" sees what the candidate did to it.
@@ -1063,6 +1096,7 @@ class _JudgeServer:
             message = {"op": "cb", "c": key, "a": [server.result(a) for a in args],
                        "k": [[_str(k), server.result(v)] for k, v in kwargs.items()]}
             message.update(server.captured())  # printed before the callback: written first
+            server.changes(message)
             try:
                 _rpc_send(server.fd, message)
                 while True:
@@ -1071,6 +1105,7 @@ class _JudgeServer:
                         server.answer(reply)  # the callback calls back into the candidate
                         continue
                     break
+                server.apply(reply)
             except _RpcErrors:
                 raise _Hangup from None
             if "x" in reply:
@@ -1082,6 +1117,16 @@ class _JudgeServer:
                                    "cannot receive") from None
 
         return call_the_judge
+
+
+def _replace(copy: Any, new: Any) -> None:
+    """Give a kept copy the check's new content, in place."""
+    kind = _type(copy)
+    if kind is _type(new) and kind in (list, bytearray):
+        copy[:] = new
+    elif kind is _type(new) and kind in (dict, set):
+        copy.clear()
+        copy.update(new)
 
 
 def _shared_items(value: Any) -> list[tuple[Any, bool]]:
