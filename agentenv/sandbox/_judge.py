@@ -774,6 +774,12 @@ class _Channel:
                  own: bool = False) -> list[Any]:
         found = _STATE.get(id(value))
         if found is not None:
+            buffer = self.buffers.get(id(value))
+            if buffer is not None and buffer.items and self.poisoned is None:
+                # the judge pulled items of this iterator ahead that the check has not read:
+                # the candidate would go on past them, as Python's one iterator never does
+                self.poisoned = (f"the check handed back {_clip(found.label, 80)} after the judge "
+                                 "had pulled items of it ahead that the check had not read")
             return list(found.ref)
         if not own and depth == 0 and self.shared:
             for key, entry in self.shared.items():
