@@ -471,3 +471,18 @@ def test_identity_of_call_results_is_decided_by_the_judge() -> None:
     result = run_tests(code, ["assert table(3) is table(3)", "assert table(3) is not table(3)"],
                        timeout=10)
     assert result.passed_indices == (0,)
+
+
+def test_a_call_python_may_skip_is_never_made_on_the_trusted_path() -> None:
+    """The child computes every call a decomposed assert ships; a call after the first operand
+    of and/or, in a conditional branch or past a chained comparison's first link may not be
+    made by Python, and a stateful candidate would then diverge: such asserts go to the judge."""
+    modes = [plan_checks([c]).checks[0].mode for c in (
+        "assert f(1) == 1 and g(2) == 2", "assert f(1) == 1 or g(2) == 2",
+        "assert (f(1) if c(0) else 0) == 1", "assert 0 < f(1) < g(2)",
+        "assert f(1) == 1 and 2 == 2", "assert [f(1), g(2)] == [1, 2]", "assert 0 < f(1) < 3")]
+    assert modes == ["judge", "judge", "judge", "judge", "trusted", "trusted", "trusted"]
+    code = "N = 0\ndef bump():\n    global N\n    N += 1\n    return N\n"
+    result = run_tests(code, ["assert bump() == 1 or bump() == 99", "assert bump() == 3",
+                              "assert bump() == 3"], timeout=10)
+    assert result.passed_indices == (0, 2)

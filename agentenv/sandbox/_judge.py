@@ -215,6 +215,7 @@ def _exception(name: Any, text: Any) -> BaseException:
 MAX_MIXED = 4096  # items of one container that holds candidate objects
 MAX_MIXED_DEPTH = 8
 MAX_BATCH = 256  # items of an iterator fetched in one request (the first request takes one)
+ONE_BY_ONE = 8  # items of an iterator fetched one per request before batches grow
 _MIXED: dict[type, str] = {list: "l", tuple: "t", set: "s", frozenset: "fs"}
 _BUILD: dict[str, Callable[[Any], Any]] = dict(l=list, t=tuple, s=set, fs=frozenset)
 _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
@@ -233,7 +234,7 @@ _VIEWS: dict[Any, Callable[[list[Any]], Any]] = {
 class _Buffer:
     """Items of a candidate iterator fetched ahead (in growing batches), and how it ended."""
 
-    __slots__ = ("ended", "error", "items", "pulled", "returned", "size")
+    __slots__ = ("ended", "error", "items", "pulled", "returned", "size", "taken")
 
     def __init__(self) -> None:
         self.items: collections.deque[Any] = collections.deque()
@@ -241,6 +242,7 @@ class _Buffer:
         self.ended = False
         self.returned: Any = None
         self.pulled = -1  # the channel's request count when the buffered items were pulled
+        self.taken = 0  # items received so far
         self.size = 1
 
 
@@ -1135,12 +1137,15 @@ class _Channel:
                 buffer.size = 1  # the check asked the candidate something since the last pull
             reply = self.request({"op": "take", "f": list(found.ref), "n": buffer.size},
                                  f"next({found.label})")
-            buffer.size = min(buffer.size * 2, MAX_BATCH)
             batch = reply.get("r")
             if not (type(batch) is list and len(batch) == 2 and batch[0] == "l"
                     and type(batch[1]) is list):
                 return self.fail(f"the candidate's process sent a malformed answer to "
                                  f"next({_clip(found.label, 80)})")
+            # one at a time for the first items (a check that reads a few with next() and hands
+            # the rest to the candidate), then in growing batches
+            buffer.taken += len(batch[1])
+            buffer.size = 1 if buffer.taken < ONE_BY_ONE else min(buffer.size * 2, MAX_BATCH)
             buffer.items.extend(self.value(item, f"next({found.label})") for item in batch[1])
             if "x" in reply:
                 buffer.error = self.exception(reply)
