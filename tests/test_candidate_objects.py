@@ -486,3 +486,41 @@ def test_a_call_python_may_skip_is_never_made_on_the_trusted_path() -> None:
     result = run_tests(code, ["assert bump() == 1 or bump() == 99", "assert bump() == 3",
                               "assert bump() == 3"], timeout=10)
     assert result.passed_indices == (0, 2)
+
+
+def test_a_run_stops_at_the_first_call_that_returns_an_object() -> None:
+    """run_tests runs a check whose call returned an object again, with every later check, in a
+    judge process: the first run stops computing at that call instead of computing the rest
+    for nothing (and its judge is not served)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import agentenv.sandbox
+
+    code = "class Box:\n    pass\ndef make():\n    return Box()\ndef one():\n    return 1\n"
+    plan = plan_checks(["assert one() == 1", "assert make() is not None", "assert one() == 1"])
+    job = {"nonce": "n" * 32, "code": code, "setup": "", "prelude": "", "items": plan.job_items(),
+           "limits": {}, "max_value_bytes": 0}
+    runner = Path(agentenv.sandbox.__file__).parent / "_runner.py"
+    script = ("import importlib.util, json, os, sys\n"
+              f"spec = importlib.util.spec_from_file_location('_runner', {str(runner)!r})\n"
+              "runner = importlib.util.module_from_spec(spec); spec.loader.exec_module(runner)\n"
+              "import _wire, _schema\n"
+              "read, write = os.pipe()\n"
+              "runner.run_job(json.loads(sys.stdin.read()), write)\n"
+              "os.close(write)\n"
+              "frames = _wire.parse_frames(os.read(read, 1 << 20), 'n' * 32)\n"
+              "print(json.dumps([[f.get(_schema.TYPE), f.get(_schema.INDEX), f.get(_schema.KIND)]"
+              " for f in frames]))\n")
+    out = subprocess.run([sys.executable, "-c", script], input=json.dumps(job), text=True,
+                         capture_output=True, check=True).stdout
+    frames = json.loads(out.strip().splitlines()[-1])
+    assert [i for t, i, _ in frames if t == "call"] == [0, 1]  # check 2 was not computed
+    from agentenv.sandbox import _schema
+
+    assert frames[-2][2] == _schema.NOT_PLAIN
+    result = run_tests(code, ["assert one() == 1", "assert make() is not None", "assert one() == 1",
+                              "assert one() == 2"], timeout=10)
+    assert result.passed_indices == (0, 1, 2)

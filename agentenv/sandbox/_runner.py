@@ -250,7 +250,10 @@ def _load_candidate(code: str, setup: str, chan: _Channel, prelude: str = "") ->
 
 
 def _run_calls(index: int, calls: list[str], ns: dict[str, Any], chan: _Channel,
-               max_bytes: int = 0, then: list[list[str]] | None = None) -> None:
+               max_bytes: int = 0, then: list[list[str]] | None = None) -> bool:
+    """Compute one check's calls; whether one returned an object that cannot cross (the parent
+    then runs this check, and every one after it, again in a judge process)."""
+    objects = False
     for j, source in enumerate(calls):
         head: dict[str, Any] = {TYPE: CALL, INDEX: index, CALL_INDEX: j}
         try:
@@ -279,7 +282,9 @@ def _run_calls(index: int, calls: list[str], ns: dict[str, Any], chan: _Channel,
             steps += 1
         if steps:
             frame[STEPS] = steps
+        objects = objects or frame.get(KIND) == NOT_PLAIN
         chan.send({**head, **frame})
+    return objects
 
 
 # Exact builtin scalars too big to cross (a 300k-bit int, a 20 MB str): their own methods cannot
@@ -1188,6 +1193,7 @@ def run_job(job: dict[str, Any], result_fd: int, judge_fd: int | None = None, *,
     code = str(job.get("code", ""))
     items = list(job.get("items", ()))
     ns: dict[str, Any] | None = None
+    rerun = False
     if judge_fd is not None or any(item[ITEM_KIND] != ITEM_STDIO for item in items):
         ns = _load_candidate(code, str(job.get("setup", "")), chan, str(job.get("prelude", "")))
     for item in items:
@@ -1201,10 +1207,16 @@ def run_job(job: dict[str, Any], result_fd: int, judge_fd: int | None = None, *,
             continue  # the parent marks these with the load failure
         elif kind == ITEM_CALLS:
             then = item.get(CALL_THEN)
-            _run_calls(index, list(item[CALL_SOURCES]), ns, chan, int(job.get("max_value_bytes", 0)),
-                       [list(ops) for ops in then] if type(then) is list else None)
+            if _run_calls(index, list(item[CALL_SOURCES]), ns, chan,
+                          int(job.get("max_value_bytes", 0)),
+                          [list(ops) for ops in then] if type(then) is list else None):
+                # The parent runs this check and every later one again, in order, with a judge
+                # process (agentenv.grading.run): what this run would compute for them is
+                # thrown away, so it stops here, and its judge gets no answers.
+                rerun = True
+                break
     if judge_fd is not None:
-        if ns is not None:
+        if ns is not None and not rerun:
             serve_judge(ns, judge_fd, int(job.get("max_value_bytes", 0)), code)
         with contextlib.suppress(OSError):
             _os_close(judge_fd)
