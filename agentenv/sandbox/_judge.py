@@ -1446,18 +1446,29 @@ class _Namespace(dict[str, Any]):
         self.cached: dict[str, Any] = {}
         self.theirs: frozenset[str] = frozenset()
         self.read: frozenset[str] = frozenset()
+        self.hidden: frozenset[str] = frozenset()  # see ``begin``: dropped when the check ends
 
-    def begin(self, assigned: list[str]) -> None:
-        """A new check, which assigns ``assigned`` at its top level."""
+    def begin(self, assigned: list[str], declared: frozenset[str] = frozenset()) -> None:
+        """A new check, which assigns ``assigned`` at its top level (and ``declared`` in its
+        functions, after ``global``)."""
         self.cached.clear()
-        self.theirs = self.read = frozenset()
-        if assigned:
-            reply = self.chan.request({"op": "defines", "n": assigned}, "the candidate's globals")
+        self.theirs = self.read = self.hidden = frozenset()
+        if assigned or declared:
+            reply = self.chan.request({"op": "defines", "n": sorted({*assigned, *declared})},
+                                      "the candidate's globals")
             found = self.chan.value(reply.get("r"), "the candidate's globals") if "x" not in reply else []
             pairs = [p for p in found if type(p) is list and len(p) == 2 and type(p[0]) is str] \
                 if type(found) is list else []
             self.theirs = frozenset(p[0] for p in pairs)
             self.read = frozenset(p[0] for p in pairs if p[1] is not False)
+            hidden = self.read & declared
+            self.hidden = hidden
+            if hidden and self.chan.poisoned is None:
+                # ``global X; X = ...`` in a function of the check stores past this namespace
+                self.chan.poisoned = (
+                    f"a function of the check assigns {sorted(hidden)[0]}, a global the "
+                    f"candidate's code reads: in one Python module the candidate would see the "
+                    f"check's value, and the judge never hands the candidate the check's data")
 
     def __missing__(self, name: str) -> Any:
         found = _BUILTIN_NAMES.get(name, _MISSING)
@@ -1483,6 +1494,8 @@ class _Namespace(dict[str, Any]):
                 self.chan.request({"op": "setname", "n": name, "v": self.chan.argument(value)},
                                   f"{name} = ...")
                 return
+            if name in self.read:
+                self.hidden = self.hidden | {name}  # the candidate's binding again after it
             if name in self.read and self.chan.poisoned is None:
                 self.chan.poisoned = (
                     f"the check assigns {name}, a global the candidate's code reads: in one "
@@ -1546,6 +1559,23 @@ def _compile(source: str, name: str, tolerance: float | None) -> Any:
     return compile(ast.fix_missing_locations(tree), name, "exec", dont_inherit=True)
 
 
+def _declared_global(source: str) -> frozenset[str]:
+    """Names a function of the check declares ``global`` and assigns: its stores skip the
+    namespace (STORE_GLOBAL), so the candidate's module would never see them."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return frozenset()
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            inner = list(ast.walk(node))
+            declared = {n for g in inner if isinstance(g, ast.Global) for n in g.names}
+            found |= {n.id for n in inner if isinstance(n, ast.Name) and n.id in declared
+                      and isinstance(n.ctx, (ast.Store, ast.Del))}
+    return frozenset(found)
+
+
 def _assigned(source: str) -> list[str]:
     """The names a check assigns at its top level with ``=``, ``+=``, ``for``, ``with``... (not
     ``def``, ``class`` or ``import``): those it may share with the candidate's module."""
@@ -1582,7 +1612,7 @@ def _verdict(index: int, source: str, ns: dict[str, Any], chan: _Channel,
     unreadable = _stdvalues.UNREADABLE[0]
     try:
         if isinstance(ns, _Namespace):
-            ns.begin(_assigned(source))
+            ns.begin(_assigned(source), _declared_global(source))
         added = _bind(names, ns, chan, check=True, imports=imports)
         exec(code, ns)
     except BaseException as exc:
@@ -1592,6 +1622,8 @@ def _verdict(index: int, source: str, ns: dict[str, Any], chan: _Channel,
             ns.pop(name, None)
         if isinstance(ns, _Namespace):
             ns.theirs = frozenset()
+            for name in ns.hidden:  # what a check's function stored past the namespace: the
+                dict.pop(ns, name, None)  # next check reads the candidate's binding again
     if _stdvalues.UNREADABLE[0] != unreadable and chan.poisoned is None:
         # An iterator was consumed past what crossed of it: failed, even if the check caught it.
         chan.poisoned = (str(error) if isinstance(error, _stdvalues.Unreadable) else
