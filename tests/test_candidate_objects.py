@@ -440,8 +440,87 @@ def test_the_plan_sends_object_checks_to_the_judge_and_keeps_calls_of_methods_tr
     trusted side does not evaluate (``issubclass`` would be the candidate's in its process) go
     to the judge; a method called on a fresh object (``Solution().solve``) is shipped whole;
     ``judged`` forces the judge for checks a first run found returning objects."""
-    plan = plan_checks(["assert Money(1) < Money(2)", "assert issubclass(type(parse('2')), int)",
-                        "assert Solution().solve([1]) == 1", "assert f(1) == 1"])
-    assert [c.mode for c in plan.checks] == ["judge", "judge", "trusted", "trusted"]
+    plan = plan_checks(["assert Solution().solve([1]) == 1", "assert f(1) == 1",
+                        "assert Money(1) < Money(2)", "assert issubclass(type(parse('2')), int)"])
+    assert [c.mode for c in plan.checks] == ["trusted", "trusted", "judge", "judge"]
     forced = plan_checks(["assert f(1) == 1", "assert g(2) == 2"], rerouted=frozenset({1}))
     assert [c.mode for c in forced.checks] == ["trusted", "judge"]
+
+
+def test_checks_after_a_judge_check_go_to_the_judge_so_the_candidate_sees_calls_in_order() -> None:
+    """The candidate's process computes the trusted checks' calls before it serves the judge:
+    a trusted check after a judge check would run before it there, against state (a counter)
+    that check had not changed yet. Planned in order, a stateful candidate gets Python's
+    verdicts, where out of order it would pass checks Python fails."""
+    plan = plan_checks(["assert bump() == 1", "x = bump(); assert x == 2", "assert bump() == 3"])
+    assert [c.mode for c in plan.checks] == ["trusted", "judge", "judge"]
+    code = "N = 0\ndef bump():\n    global N\n    N += 1\n    return N\n"
+    result = run_tests(code, ["assert bump() == 1", "x = bump(); assert x == 2",
+                              "assert bump() == 3", "assert bump() == 3"], timeout=10)
+    assert result.passed_indices == (0, 1, 2)
+
+
+def test_identity_of_call_results_is_decided_by_the_judge() -> None:
+    """``is`` between call results (other than against None, True, False) is not decomposed:
+    copies are never identical, so ``table(3) is not table(3)`` would pass for a cached list."""
+    modes = [plan_checks([c]).checks[0].mode for c in (
+        "assert f(1) is f(1)", "assert f(1) is not f(1)", "assert f(1) is None",
+        "assert f(1) is not True")]
+    assert modes == ["judge", "judge", "trusted", "trusted"]
+    code = "import functools\n@functools.lru_cache(None)\ndef table(n):\n    return list(range(n))\n"
+    result = run_tests(code, ["assert table(3) is table(3)", "assert table(3) is not table(3)"],
+                       timeout=10)
+    assert result.passed_indices == (0,)
+
+
+def test_a_call_python_may_skip_is_never_made_on_the_trusted_path() -> None:
+    """The child computes every call a decomposed assert ships; a call after the first operand
+    of and/or, in a conditional branch or past a chained comparison's first link may not be
+    made by Python, and a stateful candidate would then diverge: such asserts go to the judge."""
+    modes = [plan_checks([c]).checks[0].mode for c in (
+        "assert f(1) == 1 and g(2) == 2", "assert f(1) == 1 or g(2) == 2",
+        "assert (f(1) if c(0) else 0) == 1", "assert 0 < f(1) < g(2)",
+        "assert f(1) == 1 and 2 == 2", "assert [f(1), g(2)] == [1, 2]", "assert 0 < f(1) < 3")]
+    assert modes == ["judge", "judge", "judge", "judge", "trusted", "trusted", "trusted"]
+    code = "N = 0\ndef bump():\n    global N\n    N += 1\n    return N\n"
+    result = run_tests(code, ["assert bump() == 1 or bump() == 99", "assert bump() == 3",
+                              "assert bump() == 3"], timeout=10)
+    assert result.passed_indices == (0, 2)
+
+
+def test_a_run_stops_at_the_first_call_that_returns_an_object() -> None:
+    """run_tests runs a check whose call returned an object again, with every later check, in a
+    judge process: the first run stops computing at that call instead of computing the rest
+    for nothing (and its judge is not served)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import agentenv.sandbox
+
+    code = "class Box:\n    pass\ndef make():\n    return Box()\ndef one():\n    return 1\n"
+    plan = plan_checks(["assert one() == 1", "assert make() is not None", "assert one() == 1"])
+    job = {"nonce": "n" * 32, "code": code, "setup": "", "prelude": "", "items": plan.job_items(),
+           "limits": {}, "max_value_bytes": 0}
+    runner = Path(agentenv.sandbox.__file__).parent / "_runner.py"
+    script = ("import importlib.util, json, os, sys\n"
+              f"spec = importlib.util.spec_from_file_location('_runner', {str(runner)!r})\n"
+              "runner = importlib.util.module_from_spec(spec); spec.loader.exec_module(runner)\n"
+              "import _wire, _schema\n"
+              "read, write = os.pipe()\n"
+              "runner.run_job(json.loads(sys.stdin.read()), write)\n"
+              "os.close(write)\n"
+              "frames = _wire.parse_frames(os.read(read, 1 << 20), 'n' * 32)\n"
+              "print(json.dumps([[f.get(_schema.TYPE), f.get(_schema.INDEX), f.get(_schema.KIND)]"
+              " for f in frames]))\n")
+    out = subprocess.run([sys.executable, "-c", script], input=json.dumps(job), text=True,
+                         capture_output=True, check=True).stdout
+    frames = json.loads(out.strip().splitlines()[-1])
+    assert [i for t, i, _ in frames if t == "call"] == [0, 1]  # check 2 was not computed
+    from agentenv.sandbox import _schema
+
+    assert frames[-2][2] == _schema.NOT_PLAIN
+    result = run_tests(code, ["assert one() == 1", "assert make() is not None", "assert one() == 1",
+                              "assert one() == 2"], timeout=10)
+    assert result.passed_indices == (0, 1, 2)

@@ -206,12 +206,14 @@ def test_a_names_hack_would_win_under_plain_python() -> None:
 # ------------------------------------------------------------------------ the rules themselves
 
 def test_the_plan_sends_checks_reading_task_and_stdlib_names_to_the_judge() -> None:
-    plan = plan_checks(["import operator\nassert operator.eq(f(1), 1)", "assert operator.eq(f(2), 2)",
-                        "assert isclose(f(1), pi)", "assert f(CASES[0]) == 1", "assert f(1) == 1",
-                        "assert math.isclose(f(1), 1.0)", "assert fullmatch('a', f(1))", "assert re.match('a', f(1))"],
+    # (the trusted ones first: every check after a judge check goes to the judge, in order)
+    plan = plan_checks(["assert f(1) == 1", "assert math.isclose(f(1), 1.0)",
+                        "import operator\nassert operator.eq(f(1), 1)", "assert operator.eq(f(2), 2)",
+                        "assert isclose(f(1), pi)", "assert f(CASES[0]) == 1",
+                        "assert fullmatch('a', f(1))", "assert re.match('a', f(1))"],
                        setup_code="CASES = [1]\n", prelude="from math import *\n",
                        code="from re import fullmatch\ndef f(x):\n    return x\n")
-    assert [c.mode for c in plan.checks] == ["judge", "judge", "judge", "judge", "trusted", "trusted", "judge", "judge"]
+    assert [c.mode for c in plan.checks] == ["trusted", "trusted", "judge", "judge", "judge", "judge", "judge", "judge"]
     assert plan.imports == (("fullmatch", "re", "fullmatch"),)
 
 
@@ -234,7 +236,9 @@ def test_with_defines_a_check_reading_an_unasked_name_goes_to_the_judge() -> Non
     asked = plan_checks(checks, code="def area(r):\n    return 3.14159\n", defines=frozenset({"area"}))
     # np.allclose / Calc.add: an attribute of a bare name is never shipped to the child whole
     assert [c.mode for c in plain.checks] == ["trusted", "trusted", "judge", "judge", "judge"]
-    assert [c.mode for c in asked.checks] == ["judge", "trusted", "judge", "judge", "judge"]
+    # isclose is not asked for: that check goes to the judge, and every check after a judge
+    # check does too (the candidate sees its calls in the checks' order)
+    assert [c.mode for c in asked.checks] == ["judge", "judge", "judge", "judge", "judge"]
     assert asked.defines == {"area"} and plain.defines is None
 
 

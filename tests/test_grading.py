@@ -49,7 +49,7 @@ def test_method_calls_on_candidate_results_are_operations_on_the_value() -> None
     check constructs (``Solution().solve(x)``) is shipped with its construction: its value is
     the method's."""
     plan = plan_checks(["assert Solution().solve([1, 2]) == 3",
-                        "assert abs(f(1.5) - 0.5) < 1e-6 and g(2)[0] == 'x'",
+                        "assert (abs(f(1.5) - 0.5) < 1e-6) & (g(2)[0] == 'x')",
                         "assert name(1).strip().startswith('a')"])
     assert plan.checks[0].calls == ("Solution().solve([1, 2])",)
     assert plan.checks[0].then == ((),)
@@ -72,11 +72,11 @@ def test_method_calls_on_candidate_results_are_operations_on_the_value() -> None
 def test_checks_the_trusted_side_cannot_decompose_go_to_the_judge_never_to_the_child(check: str) -> None:
     """Loops, several statements, comprehensions, bare names and non-asserts are graded by the
     judge process: the candidate's job does not even contain them."""
-    plan = plan_checks([check, "assert g(2) == 2"])
-    assert plan.checks[0].mode == "judge"
+    plan = plan_checks(["assert g(2) == 2", check])
+    assert plan.checks[1].mode == "judge"
     assert plan.graded_in_judge == 1 and plan.needs_judge
-    assert plan.judge_items() == [{"i": 0, "src": check}]
-    assert [item["i"] for item in plan.job_items()] == [1]
+    assert plan.judge_items() == [{"i": 1, "src": check}]
+    assert [item["i"] for item in plan.job_items()] == [0]
     assert check not in json.dumps(plan.job_items())
 
 
@@ -321,14 +321,14 @@ def test_frames_for_unknown_checks_or_with_forged_shapes_are_ignored() -> None:
 def test_verdicts_are_taken_only_from_the_judge_frames_never_from_the_candidates() -> None:
     """A verdict frame on the candidate's channel counts for nothing; the same frame from the
     judge passes the check; a judge verdict never passes a check the parent judges itself."""
-    plan = plan_checks(["for i in range(2):\n    assert f(i) == i", "assert f(7) == 7"])
-    forged = frames({"t": "load", "ok": True}, {"t": "check", "i": 0, "ok": True},
-                    {"t": "stmt", "i": 0, "ok": True})
+    plan = plan_checks(["assert f(7) == 7", "for i in range(2):\n    assert f(i) == i"])
+    forged = frames({"t": "load", "ok": True}, {"t": "check", "i": 1, "ok": True},
+                    {"t": "stmt", "i": 1, "ok": True})
     assert judge(plan, forged, timed_out=False, isolation="strict").passed == 0
-    verdict = frames({"t": "check", "i": 0, "ok": True}, {"t": "check", "i": 1, "ok": True})
+    verdict = frames({"t": "check", "i": 1, "ok": True}, {"t": "check", "i": 0, "ok": True})
     result = judge(plan, frames({"t": "load", "ok": True}), judge_frames=verdict,
                    timed_out=False, isolation="strict")
-    assert result.passed_indices == (0,) and result.graded_in_child == 0
+    assert result.passed_indices == (1,) and result.graded_in_child == 0
 
 
 def test_a_failed_judge_setup_fails_every_judge_check_with_its_reason() -> None:

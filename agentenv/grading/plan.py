@@ -165,19 +165,25 @@ def plan_checks(checks: Sequence[Check], *, setup_code: str = "", prelude: str =
     earlier: set[str] = set()
     plans = []
     read: set[str] = set()
+    judging = False  # a check before this one goes to the judge
     for index, check in enumerate(checks):
         if not isinstance(check, (str, StdioCase)):
             raise TypeError(f"check {index} must be a str or StdioCase, got {type(check).__name__}")
         forced, reads = False, frozenset[str]()
         if isinstance(check, str):
             reads = names.read_names(check)
+            # The candidate's process computes every trusted check's calls before it serves
+            # the judge: a trusted check after a judge check would see the candidate's state
+            # (a counter, a cache) before that judge check's calls changed it, as Python never
+            # does. From the first judge check on, every check goes to the judge, in order.
             forced = bool(index in rerouted or everything or reads & judged or reads & earlier
-                          or (names.UNKNOWN in task and reads - TRUSTED_NAMES)
+                          or judging or (names.UNKNOWN in task and reads - TRUSTED_NAMES)
                           or (defines is not None and reads - defines - TRUSTED_NAMES - _BUILTIN_NAMES))
             earlier |= names.bound_names(check)
         plan = _plan_one(index, check, helpers, forced)
         if plan.mode == "judge":
             read |= reads
+            judging = True
         plans.append(plan)
     imports = tuple((n, *imported[n]) for n in sorted(read & imported.keys()))
     return Plan(tuple(plans), imports, defines)
@@ -474,6 +480,8 @@ def _decompose(source: str, helpers: frozenset[str] = frozenset(),
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assert):
         return None
     original = tree.body[0].test
+    if _asks_identity(original):
+        return None
     decomposer = _decomposer_for(original, TRUSTED_NAMES, helpers)
     if decomposer is not None and not decomposer.calls:
         # An assertion that, as written, never calls into the candidate can only be about a
@@ -492,6 +500,8 @@ def _decompose(source: str, helpers: frozenset[str] = frozenset(),
         return None
     test = decomposer.result
     assert test is not None
+    if _calls_lazily(test):
+        return None
     test = ast.fix_missing_locations(_Budgeted().visit(test))  # the expected side is budgeted too
     expected: list[tuple[int, CodeType]] = []
     for node in ast.walk(test):
@@ -508,6 +518,50 @@ def _decompose(source: str, helpers: frozenset[str] = frozenset(),
     except (SyntaxError, ValueError, RecursionError):
         return None
     return tuple(decomposer.calls), program, tuple(expected), tuple(decomposer.then)
+
+
+_SINGLETONS = (None, True, False, Ellipsis)
+
+
+def _asks_identity(test: ast.expr) -> bool:
+    """Whether the assertion uses ``is`` / ``is not`` other than against ``None``, ``True``,
+    ``False`` or ``...``: the identity of what a call returns (``table(3) is table(3)``, a
+    cached list) is lost when each result crosses as a copy, so the judge, which keeps one
+    object per candidate object, decides it."""
+    try:
+        nodes = list(ast.walk(test))
+    except RecursionError:
+        return True
+    for node in nodes:
+        if not isinstance(node, ast.Compare):
+            continue
+        operands = [node.left, *node.comparators]
+        for op, left, right in zip(node.ops, operands, operands[1:], strict=False):
+            if isinstance(op, (ast.Is, ast.IsNot)) and not any(
+                    isinstance(side, ast.Constant) and any(side.value is s for s in _SINGLETONS)
+                    for side in (left, right)):
+                return True
+    return False
+
+
+def _calls_lazily(test: ast.expr) -> bool:
+    """Whether a call into the candidate sits where Python may skip it: after the first operand
+    of ``and``/``or``, in a branch of ``x if c else y``, past the first link of a chained
+    comparison. The child computes every shipped call, so a stateful candidate (a counter)
+    would see calls Python never makes and later checks would run against another state;
+    such an assertion goes to the judge, which evaluates it as Python does."""
+    for node in ast.walk(test):
+        if isinstance(node, ast.BoolOp):
+            lazy: list[ast.AST] = list(node.values[1:])
+        elif isinstance(node, ast.IfExp):
+            lazy = [node.body, node.orelse]
+        elif isinstance(node, ast.Compare) and len(node.ops) > 1:
+            lazy = list(node.comparators[1:])
+        else:
+            continue
+        if any(_is_placeholder(n) for part in lazy for n in ast.walk(part)):
+            return True
+    return False
 
 
 def _decomposer_for(test: ast.expr, trusted: frozenset[str],

@@ -122,7 +122,10 @@ def run_tests(
     if objects and not result.timed_out:
         # Calls that returned candidate objects (not plain data): those checks run again in
         # the judge process, which holds such objects as handles. Whether a value is plain is
-        # the candidate's own doing, never a verdict, so the second run reveals nothing.
+        # the candidate's own doing, never a verdict, so the second run reveals nothing. The
+        # checks before the first such one run again too (the candidate's state: a counter,
+        # objects in a registry), and every check after it goes to the judge, in order; the
+        # first run stopped at that call, so it cost only the checks before it.
         plan = plan_checks(checks, setup_code=setup_code or "", prelude=prelude, code=code_str,
                            rerouted=objects, defines=asked)
         first = result.exec_seconds

@@ -109,7 +109,18 @@ the fast path; otherwise comparisons are Python's own.
 
 Arguments are copies: plain data, candidate handles, or callables of the check (``G`` gets a
 stub that calls back here; nesting is capped). Lists, dicts and sets a call mutated are copied
-back into the check's objects, so "must not modify its argument" checks still see the change.
+back into the check's objects (in place, keeping their inner lists), so "must not modify its
+argument" checks still see the change. An argument the call returns is the check's own object
+(``ident(x) is x``). A copy the candidate keeps (``self.items = items``) is kept in step with
+the check's object from then on: each message carries the changes either side made since the
+last one, so the two behave as Python's one object at every crossing.
+
+**Shared state.** A call result the candidate keeps (its own list, dict, set, deque..., an item
+of one, such lists inside a fresh tuple, list or dict), a generator or iterator, and a dict
+view are handles, read when the check reads them (a generator runs as the check pulls it; see
+:meth:`_Channel.next`); a fresh result is a copy. The candidate's globals are read each time
+the check reads them (:class:`_Namespace`). What the candidate prints while it answers is
+written to the check's redirected ``sys.stdout``/``sys.stderr``.
 
 **Verdicts.** One frame per check on this process's own result pipe, which only the worker
 reads: passed when the check ran to its end without an exception, and nothing that a check
@@ -164,6 +175,7 @@ from _schema import (  # noqa: E402  (the wire schema: keys and kinds, declared 
 __all__ = ["MAX_NESTING", "Remote", "run_judge"]
 
 MAX_NESTING = 32  # calls between the check and the candidate nested inside each other
+MAX_SHARED = 32  # objects of the check's the candidate keeps copies of, kept in step
 MAX_MESSAGE = 400
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))
 _FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, functools.partial)
@@ -232,6 +244,7 @@ def _exception(name: Any, text: Any) -> BaseException:
 MAX_MIXED = 4096  # items of one container that holds candidate objects
 MAX_MIXED_DEPTH = 8
 MAX_BATCH = 256  # items of an iterator fetched in one request (the first request takes one)
+ONE_BY_ONE = 8  # items of an iterator fetched one per request before batches grow
 _MIXED: dict[type, str] = {list: "l", tuple: "t", set: "s", frozenset: "fs"}
 _BUILD: dict[str, Callable[[Any], Any]] = dict(l=list, t=tuple, s=set, fs=frozenset)
 _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
@@ -244,17 +257,27 @@ for _op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lshift", 
             "and_", "or_", "xor", "matmul"):
     _ARITHMETIC[_op.rstrip("_")] = getattr(operator, _op)
     _ARITHMETIC["i" + _op.rstrip("_")] = getattr(operator, "i" + _op.rstrip("_"))
+_own_dict = type.__dict__["__dict__"].__get__  # a class's own namespace (never a mirror's property)
+# A dict view's items -> a view of the same kind over a dict built here.
+_VIEWS: dict[Any, Callable[[list[Any]], Any]] = {
+    type({}.keys()): lambda items: dict.fromkeys(items).keys(),
+    type({}.items()): lambda items: dict(items).items(),
+    type({}.values()): lambda items: dict(enumerate(items)).values(),
+}
 
 
 class _Buffer:
     """Items of a candidate iterator fetched ahead (in growing batches), and how it ended."""
 
-    __slots__ = ("ended", "error", "items", "size")
+    __slots__ = ("ended", "error", "items", "pulled", "returned", "size", "taken")
 
     def __init__(self) -> None:
         self.items: collections.deque[Any] = collections.deque()
         self.error: BaseException | None = None
         self.ended = False
+        self.returned: Any = None
+        self.pulled = -1  # the channel's request count when the buffered items were pulled
+        self.taken = 0  # items received so far
         self.size = 1
 
 
@@ -288,6 +311,43 @@ def _fields(raw: list[Any]) -> dict[str, Any]:
         field._field_type = getattr(dataclasses, str(kind), None) or dataclasses._FIELD  # type: ignore[attr-defined]
         fields[field.name] = field
     return fields
+
+
+_STREAMS = {"stdout": sys.stdout, "stderr": sys.stderr}  # this process's own, never a check's
+
+
+def _update(original: Any, new: Any, depth: int = 0) -> None:
+    """Make the check's ``original`` equal to ``new`` (what the candidate made of its copy) in
+    place, keeping the check's inner lists and dicts where the shapes still match, so a name
+    bound to one of them (``row`` in ``m = [row, ...]``) sees the change too."""
+    if type(original) is list and type(new) is list:
+        if len(original) == len(new) and depth < 8:
+            for i, (old, fresh) in enumerate(zip(original, new, strict=True)):
+                if type(old) is type(fresh) and type(old) in (list, dict) and old is not original:
+                    _update(old, fresh, depth + 1)
+                elif not (type(old) is type(fresh) and old == fresh):
+                    original[i] = fresh
+        else:
+            original[:] = new
+    elif type(original) is dict and type(new) is dict:
+        for key in [k for k in original if k not in new]:
+            del original[key]
+        for key, fresh in new.items():
+            old = original.get(key, _NO_BASE)
+            if (type(old) is type(fresh) and type(old) in (list, dict) and old is not original
+                    and depth < 8):
+                _update(old, fresh, depth + 1)
+            else:
+                original[key] = fresh
+        if list(original) != list(new):  # the candidate reordered the keys
+            items = [(k, original[k]) for k in new]
+            original.clear()
+            original.update(items)
+    elif type(original) is bytearray:
+        original[:] = new
+    elif type(original) is set:
+        original.clear()
+        original.update(new)
 
 
 class _Ref:
@@ -611,6 +671,7 @@ class _Channel:
         self.fd = fd
         self.broken: str | None = None
         self.depth = 0
+        self.requests = 0  # requests sent so far (see ``next``)
         self.callbacks: dict[int, Callable[..., Any]] = {}
         self.placed = False  # whether G was told which CPU this process runs on
         # One judge object per candidate object for the whole run (``is`` holds), the mirror
@@ -625,6 +686,9 @@ class _Channel:
         self.named: set[type] = set()  # classes a check of this run named (see "Operands")
         self.asked_classes: frozenset[str] = frozenset()  # the task's asked class names
         self.defines: frozenset[str] | None = None  # what the task asks for (None: not said)
+        # Objects of the check's that the candidate keeps a copy of (``self.items = items``):
+        # the copy's handle key -> [the check's object, its content as last sent]. See ``push``.
+        self.shared: dict[int, list[Any]] = {}
         self.begin()
 
     def begin(self) -> None:
@@ -646,10 +710,14 @@ class _Channel:
                              f"{MAX_NESTING} levels")
             raise RecursionError(self.poisoned)
         self.depth += 1
+        self.requests += 1
         try:
+            self.push(message)
             _rpc.send(self.fd, message)
             while True:
                 reply = _rpc.recv(self.fd)
+                self.printed(reply)
+                self.pull(reply)
                 if reply.get("op") == "cb":
                     self.callback(reply)
                     continue
@@ -664,6 +732,74 @@ class _Channel:
             self.depth -= 1
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def printed(self, reply: dict[str, Any]) -> None:
+        """Write what the candidate printed while answering to the check's own streams, when
+        the check redirected them (``contextlib.redirect_stdout(buf)``): in one Python process
+        the candidate's ``print`` writes there."""
+        for key, name in (("o", "stdout"), ("e", "stderr")):
+            text = reply.get(key)
+            if type(text) is not str or not text:
+                continue
+            stream = getattr(sys, name)
+            if stream is _STREAMS[name]:
+                continue  # not redirected: nothing of the check's reads it
+            if reply.get(key + "!"):
+                self.poisoned = (f"the candidate printed more than the judge takes of one "
+                                 f"request to a {name} the check redirected")
+            stream.write(text)
+
+    def push(self, message: dict[str, Any]) -> None:
+        """Objects of the check's that the candidate keeps a copy of are one object in Python:
+        before each message, the changes the check made to them go along, and the candidate
+        makes them to its copies (``xs.append(5)`` after ``s = Stack(xs)``); its changes
+        come back with its answers (``pull``). Pairs whose object the check no longer holds
+        are dropped. An object that can no longer be sent (it holds something of the
+        check's) fails the check."""
+        sync, dropped = [], []
+        for key, entry in list(self.shared.items()):
+            if sys.getrefcount(entry[0]) <= 2:  # only this table (and the call's argument)
+                del self.shared[key]
+                dropped.append(key)
+                continue
+            try:
+                now = self.argument(entry[0], allow_callable=False, own=True)
+            except Exception:
+                del self.shared[key]
+                dropped.append(key)
+                if self.poisoned is None:
+                    self.poisoned = ("the check put something the candidate cannot hold into an "
+                                     "object the candidate keeps a copy of")
+                continue
+            if now != entry[1]:
+                entry[1] = now
+                sync.append([key, now])
+        if sync:
+            message["sync"] = sync
+        if dropped:
+            message["unsync"] = dropped
+
+    def pull(self, reply: dict[str, Any]) -> None:
+        """The candidate changed its kept copies of the check's objects: the same change here."""
+        for item in reply.get("sync") or ():
+            if type(item) is list and len(item) == 2 and item[0] in self.shared:
+                entry = self.shared[item[0]]
+                _update(entry[0], self.value(item[1], "a kept argument"))
+                with contextlib.suppress(Exception):
+                    entry[1] = self.argument(entry[0], allow_callable=False, own=True)
+
+    def keeps(self, obj: Any, key: int) -> None:
+        """The candidate keeps a copy (``key``) of the check's ``obj``: keep the two in step."""
+        if len(self.shared) >= MAX_SHARED:
+            if self.poisoned is None:
+                self.poisoned = (f"the candidate keeps copies of more than {MAX_SHARED} of the "
+                                 "check's objects (they are kept in step with the check's)")
+            return
+        try:
+            self.shared[key] = [obj, self.argument(obj, allow_callable=False, own=True)]
+        except Exception:
+            if self.poisoned is None:
+                self.poisoned = "the candidate keeps a copy of an object the check cannot send"
+
     def fail(self, why: str) -> Any:
         self.broken = why
         self.broke_now = True
@@ -677,10 +813,21 @@ class _Channel:
             return False
         return True
 
-    def argument(self, value: Any, allow_callable: bool = True, depth: int = 0) -> list[Any]:
+    def argument(self, value: Any, allow_callable: bool = True, depth: int = 0,
+                 own: bool = False) -> list[Any]:
         found = _STATE.get(id(value))
         if found is not None:
+            buffer = self.buffers.get(id(value))
+            if buffer is not None and buffer.items and self.poisoned is None:
+                # the judge pulled items of this iterator ahead that the check has not read:
+                # the candidate would go on past them, as Python's one iterator never does
+                self.poisoned = (f"the check handed back {_clip(found.label, 80)} after the judge "
+                                 "had pulled items of it ahead that the check had not read")
             return list(found.ref)
+        if not own and depth == 0 and self.shared:
+            for key, entry in self.shared.items():
+                if entry[0] is value:  # the candidate keeps a copy: that copy, in step
+                    return ["h", key]
         try:
             return ["v", _wire.encode_value(value)]
         except _wire.NotPlainData:
@@ -974,7 +1121,14 @@ class _Channel:
         if id(other) in _STATE:  # two candidate objects: the candidate's dunder decides
             return self.do(op, (handle, other))
         if type(other).__module__ != "builtins":  # an object of the check's: its own
-            return NotImplemented                     # (reflected) method decides
+            if isinstance(type(handle), _StandIn):    # (reflected) method decides, except
+                value = self.base(handle)             # against a deque, a Counter... the
+                if value is not _NO_BASE:             # candidate keeps: its copy, here
+                    return _COMPARE[op](value, other)
+            return NotImplemented
+        view = _VIEWS.get(_own_dict(type(handle)).get("_agentenv_real"))
+        if view is not None:  # a dict view: as a view of a dict with its items, built here
+            return _COMPARE[op](view(list(handle)), other)
         value = self.base(handle)
         if value is _NO_BASE:
             if op in ("eq", "ne"):
@@ -999,7 +1153,11 @@ class _Channel:
             if not self.sendable(other):
                 return NotImplemented
             return self.do(op, (other, handle) if reflected else (handle, other))
-        value = self.base(handle)
+        view = _VIEWS.get(_own_dict(type(handle)).get("_agentenv_real"))
+        if view is not None:  # a dict view (keys() | {'c'}): a view with its items, built here
+            value = view(list(handle))
+        else:
+            value = self.base(handle)
         if value is _NO_BASE:
             return NotImplemented  # as for a class without the operator: a TypeError
         return _ARITHMETIC[op](other, value) if reflected else _ARITHMETIC[op](value, other)
@@ -1025,31 +1183,48 @@ class _Channel:
         return iterator
 
     def next(self, obj: Any) -> Any:
+        """The next item of a candidate iterator. Items are pulled in growing batches while
+        the check does nothing else with the candidate; once it does (``for x in g: f(x)``)
+        one at a time, so a generator runs after the calls the check made before pulling its
+        next item, as in Python. An item pulled ahead of a later request of the check's, and
+        read after it, may not be what Python would give: the check fails."""
         found = _state(obj)
         buffer = self.buffers.get(id(obj))
         if buffer is None:
             buffer = self.buffers[id(obj)] = _Buffer()
         while True:
             if buffer.items:
+                if buffer.pulled != self.requests and self.poisoned is None:
+                    self.poisoned = (f"the check read an item of {_clip(found.label, 80)} that "
+                                     "the judge had pulled before the check's later calls into "
+                                     "the candidate: Python would have run the iterator after them")
                 return buffer.items.popleft()
             if buffer.error is not None:
                 error, buffer.error = buffer.error, None
                 raise error
             if buffer.ended:
-                raise StopIteration
+                raise StopIteration(buffer.returned)
+            if buffer.pulled != self.requests:
+                buffer.size = 1  # the check asked the candidate something since the last pull
             reply = self.request({"op": "take", "f": list(found.ref), "n": buffer.size},
                                  f"next({found.label})")
-            buffer.size = min(buffer.size * 2, MAX_BATCH)
             batch = reply.get("r")
             if not (type(batch) is list and len(batch) == 2 and batch[0] == "l"
                     and type(batch[1]) is list):
                 return self.fail(f"the candidate's process sent a malformed answer to "
                                  f"next({_clip(found.label, 80)})")
+            # one at a time for the first items (a check that reads a few with next() and hands
+            # the rest to the candidate), then in growing batches
+            buffer.taken += len(batch[1])
+            buffer.size = 1 if buffer.taken < ONE_BY_ONE else min(buffer.size * 2, MAX_BATCH)
             buffer.items.extend(self.value(item, f"next({found.label})") for item in batch[1])
             if "x" in reply:
                 buffer.error = self.exception(reply)
                 self.raised, self.raised_in = buffer.error, f"next({found.label})"
             buffer.ended = reply.get("end") is True
+            if buffer.ended and "rv" in reply:
+                buffer.returned = self.value(reply["rv"], f"next({found.label})")
+            buffer.pulled = self.requests
             if not buffer.items and not buffer.ended and buffer.error is None:
                 return self.fail("the candidate's process sent an empty batch")
 
@@ -1083,12 +1258,38 @@ class _Channel:
                    "a": [self.argument(a) for a in args],
                    "k": [[str(k), self.argument(v)] for k, v in kwargs.items()]}
         reply = self.request(message, what)
-        value = self.outcome(reply, what)
+        result = reply.get("r")
+        back = (result[1] if "x" not in reply and type(result) is list and len(result) == 2
+                and result[0] == "r" else None)
+        value = None if back is not None else self.outcome(reply, what)
         changed = reply.get("m")
         if type(changed) is list:
             for item in changed:
                 self.copy_back(item, args, kwargs)
+        if back is not None:
+            value = self.at(back, args, kwargs)
+            self.last = (what, value)
+        kept = reply.get("kept")
+        if type(kept) is list:
+            for item in kept:
+                if type(item) is list and len(item) == 2 and type(item[1]) is int:
+                    self.keeps(self.at(item[0], args, kwargs), item[1])
         return value
+
+    def at(self, path: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The check's own object at ``path`` (an argument's position or keyword, then list
+        indices) among a call's arguments."""
+        if type(path) is not list or not path:
+            return self.fail("the candidate's process named an argument that was not passed")
+        try:
+            obj = args[path[0]] if type(path[0]) is int else kwargs[str(path[0])]
+            for step in path[1:]:
+                if type(step) is not int:
+                    raise TypeError
+                obj = obj[step]
+        except Exception:
+            return self.fail("the candidate's process named an argument that was not passed")
+        return obj
 
     def copy_back(self, item: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if type(item) is not list or len(item) != 2:
@@ -1106,11 +1307,7 @@ class _Channel:
             return
         if type(original) is not type(new):
             return
-        if type(original) is list or type(original) is bytearray:
-            original[:] = new
-        elif type(original) in (dict, set):
-            original.clear()
-            original.update(new)
+        _update(original, new)
 
     def get(self, target: Any, name: str) -> Any:
         found = _state(target)
@@ -1170,6 +1367,7 @@ class _Channel:
             raise
         except BaseException as exc:
             answer = {"x": type(exc).__name__, "msg": _clip(_message(exc))}
+        self.push(answer)
         try:
             _rpc.send(self.fd, answer)
         except _rpc.ChannelClosed:
@@ -1296,20 +1494,17 @@ def _bind(names: tuple[set[str], set[str], set[str]], ns: dict[str, Any], chan: 
         if name in modules or name in _PACKAGES:
             module = _stdlib_module(name)
             if module is not None:
-                ns[name] = module
+                dict.__setitem__(ns, name, module)
                 continue
         if imports and name in imports:
             found, value = _imported(imports[name])
             if found:
-                ns[name] = _Imported(value, name, chan) if isinstance(value, _FUNCTIONS) else value
+                dict.__setitem__(ns, name, _Imported(value, name, chan)
+                                 if isinstance(value, _FUNCTIONS) else value)
                 added.append(name)
                 continue
-        if hasattr(builtins, name) or (defines is not None and name not in defines):
-            continue
-        defined, value = chan.lookup(name)
-        if defined:
-            ns[name] = value
-            added.append(name)
+        # Anything else is the candidate's, looked up each time it is read (_Namespace),
+        # unless the task says what it asks the candidate to define and this is not among it.
     if (check and len(called) == 1 and (defines is None or called <= defines)
             and all(hasattr(builtins, name) and name not in ns for name in free)):
         # A check about a builtin name the candidate defines (see the module docstring): it
@@ -1319,9 +1514,109 @@ def _bind(names: tuple[set[str], set[str], set[str]], ns: dict[str, Any], chan: 
         for name in sorted(called):
             defined, value = chan.lookup(name)  # the candidate's, or the builtin as G has it
             if defined:
-                ns[name] = value
+                dict.__setitem__(ns, name, value)
                 added.append(name)
     return added
+
+
+_MISSING = object()
+_BUILTIN_NAMES: dict[str, Any] = dict(vars(builtins))
+
+
+def _stable(value: Any) -> bool:
+    """A binding a check may keep for the rest of the check once read: a class, a module or a
+    function (the candidate rebinding its own function mid-check gains nothing it does not
+    have already). Data is read afresh at every use."""
+    return isinstance(value, (type, types.ModuleType, *_FUNCTIONS))
+
+
+class _Namespace(dict[str, Any]):
+    """The check's module namespace, shared by the prelude, the setup and every check, as one
+    Python module is. A name nothing here binds and that is not a builtin is the candidate's:
+    read from its process each time the check reads it (``COUNTER`` after ``bump()``; a class
+    or function once per check), so the check sees the module's globals as they are now, as
+    Python would.
+
+    A check's top-level assignment to a global the candidate defines (``LIMIT = 3``) would, in
+    one module, hand the candidate the check's value; the check's data never crosses except
+    as call arguments (a candidate defining ``expected`` would read the expected answer). So
+    the name is bound here, and when the candidate's code reads that name the check fails:
+    the candidate would go on with its own value where Python gives it the check's. Assigning
+    one of the candidate's own objects (a handle) reveals nothing and is made there."""
+
+    def __init__(self, chan: _Channel) -> None:
+        super().__init__()
+        self.chan = chan
+        self.cached: dict[str, Any] = {}
+        self.theirs: frozenset[str] = frozenset()
+        self.read: frozenset[str] = frozenset()
+        self.hidden: frozenset[str] = frozenset()  # see ``begin``: dropped when the check ends
+
+    def begin(self, assigned: list[str], declared: frozenset[str] = frozenset()) -> None:
+        """A new check, which assigns ``assigned`` at its top level (and ``declared`` in its
+        functions, after ``global``)."""
+        self.cached.clear()
+        self.theirs = self.read = self.hidden = frozenset()
+        if assigned or declared:
+            reply = self.chan.request({"op": "defines", "n": sorted({*assigned, *declared})},
+                                      "the candidate's globals")
+            found = self.chan.value(reply.get("r"), "the candidate's globals") if "x" not in reply else []
+            pairs = [p for p in found if type(p) is list and len(p) == 2 and type(p[0]) is str] \
+                if type(found) is list else []
+            self.theirs = frozenset(p[0] for p in pairs)
+            self.read = frozenset(p[0] for p in pairs if p[1] is not False)
+            hidden = self.read & declared
+            self.hidden = hidden
+            if hidden and self.chan.poisoned is None:
+                # ``global X; X = ...`` in a function of the check stores past this namespace
+                self.chan.poisoned = (
+                    f"a function of the check assigns {sorted(hidden)[0]}, a global the "
+                    f"candidate's code reads: in one Python module the candidate would see the "
+                    f"check's value, and the judge never hands the candidate the check's data")
+
+    def __missing__(self, name: str) -> Any:
+        found = _BUILTIN_NAMES.get(name, _MISSING)
+        if found is not _MISSING:
+            return found
+        if name.startswith("__") or name.startswith("_agentenv"):
+            raise KeyError(name)
+        found = self.cached.get(name, _MISSING)
+        if found is not _MISSING:
+            return found
+        if self.chan.defines is not None and name not in self.chan.defines:
+            raise KeyError(name)  # not what the task asks for: never the candidate's binding
+        defined, value = self.chan.lookup(name)
+        if not defined:
+            raise KeyError(name)
+        if _stable(value):
+            self.cached[name] = value
+        return value
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        if name in self.theirs:
+            self.cached.pop(name, None)
+            if id(value) in _STATE:  # one of the candidate's own objects: nothing of the check's
+                dict.pop(self, name, None)
+                self.chan.request({"op": "setname", "n": name, "v": self.chan.argument(value)},
+                                  f"{name} = ...")
+                return
+            if name in self.read:
+                self.hidden = self.hidden | {name}  # the candidate's binding again after it
+            if name in self.read and self.chan.poisoned is None:
+                self.chan.poisoned = (
+                    f"the check assigns {name}, a global the candidate's code reads: in one "
+                    f"Python module the candidate would see the check's value, and the judge "
+                    f"never hands the candidate the check's data")
+        dict.__setitem__(self, name, value)
+
+    def __delitem__(self, name: str) -> None:
+        if name in self.theirs and not dict.__contains__(self, name):
+            self.cached.pop(name, None)
+            reply = self.chan.request({"op": "delname", "n": name}, f"del {name}")
+            if "x" in reply:
+                raise KeyError(name)
+            return
+        dict.__delitem__(self, name)
 
 
 # -------------------------------------------------------------------- tolerance
@@ -1359,10 +1654,52 @@ class _Tolerant(ast.NodeTransformer):
 
 
 def _compile(source: str, name: str, tolerance: float | None) -> Any:
-    if tolerance is None:
-        return compile(source, name, "exec", dont_inherit=True)
-    tree = ast.fix_missing_locations(_Tolerant().visit(ast.parse(source)))
-    return compile(tree, name, "exec", dont_inherit=True)
+    tree = ast.parse(source)
+    # ``global X`` at a check's top level changes nothing in Python but how X is compiled
+    # (STORE_GLOBAL, which skips the namespace's own assignment): dropped, so ``X = 3`` is
+    # made where the candidate reads X.
+    tree.body = [ast.copy_location(ast.Pass(), n) if isinstance(n, ast.Global) else n
+                 for n in tree.body]
+    if tolerance is not None:
+        tree = _Tolerant().visit(tree)
+    return compile(ast.fix_missing_locations(tree), name, "exec", dont_inherit=True)
+
+
+def _declared_global(source: str) -> frozenset[str]:
+    """Names a function of the check declares ``global`` and assigns: its stores skip the
+    namespace (STORE_GLOBAL), so the candidate's module would never see them."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return frozenset()
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            inner = list(ast.walk(node))
+            declared = {n for g in inner if isinstance(g, ast.Global) for n in g.names}
+            found |= {n.id for n in inner if isinstance(n, ast.Name) and n.id in declared
+                      and isinstance(n.ctx, (ast.Store, ast.Del))}
+    return frozenset(found)
+
+
+def _assigned(source: str) -> list[str]:
+    """The names a check assigns at its top level with ``=``, ``+=``, ``for``, ``with``... (not
+    ``def``, ``class`` or ``import``): those it may share with the candidate's module."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    names: set[str] = set()
+    stack: list[ast.AST] = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda,
+                             ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        stack.extend(ast.iter_child_nodes(node))
+    return sorted(names)
 
 
 # -------------------------------------------------------------------- checks
@@ -1381,6 +1718,8 @@ def _verdict(index: int, source: str, ns: dict[str, Any], chan: _Channel,
     added: list[str] = []
     unreadable = _stdvalues.UNREADABLE[0]
     try:
+        if isinstance(ns, _Namespace):
+            ns.begin(_assigned(source), _declared_global(source))
         added = _bind(names, ns, chan, check=True, imports=imports, defines=defines)
         exec(code, ns)
     except BaseException as exc:
@@ -1388,6 +1727,10 @@ def _verdict(index: int, source: str, ns: dict[str, Any], chan: _Channel,
     finally:
         for name in added:  # the next check looks them up afresh
             ns.pop(name, None)
+        if isinstance(ns, _Namespace):
+            ns.theirs = frozenset()
+            for name in ns.hidden:  # what a check's function stored past the namespace: the
+                dict.pop(ns, name, None)  # next check reads the candidate's binding again
     if _stdvalues.UNREADABLE[0] != unreadable and chan.poisoned is None:
         # An iterator was consumed past what crossed of it: failed, even if the check caught it.
         chan.poisoned = (str(error) if isinstance(error, _stdvalues.Unreadable) else
@@ -1431,7 +1774,8 @@ def run_judge(job: dict[str, Any], result_fd: int, peer_fd: int) -> None:
     """Run the job's setup, then each check, reporting one verdict frame per check."""
     out = _Verdicts(result_fd, str(job["nonce"]))
     chan = _Channel(peer_fd)
-    ns: dict[str, Any] = {"__name__": "__check__", "__builtins__": builtins}
+    ns: dict[str, Any] = _Namespace(chan)
+    ns.update({"__name__": "__check__", "__builtins__": builtins})
     raw_tolerance = job.get("float_tolerance")
     tolerance = float(raw_tolerance) if isinstance(raw_tolerance, (int, float)) else None
     if tolerance is not None:

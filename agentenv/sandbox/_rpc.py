@@ -25,6 +25,14 @@ it carries small msgpack maps (:func:`_wire.pack_message`), one per length-prefi
 - ``G -> J`` callback requests, sent while ``G`` is answering: ``{"op": "cb", "c": id, "a":
   [VALUE...], "k": [[name, VALUE]...]}``, answered by ``J`` with a reply as above.
 
+``{"op": "defines", "n": [name...]}`` asks which names are the candidate's globals (and whether
+its code reads each), ``{"op": "setname"|"delname", "n": name, "v": ARG}`` binds or deletes one
+(a handle only: see :class:`_judge._Namespace`). Any message may carry ``"sync": [[id, ARG or
+RESULT]...]`` (new content of a check's object the candidate keeps a copy of ``id``; see
+:mod:`_judge`) and ``"unsync": [id...]``; replies and callbacks may carry ``"o"``/``"e"`` (what
+the candidate printed to stdout/stderr meanwhile), a call's reply ``"kept": [[path, id]...]``
+(arguments it kept copies of) and a result ``["r", path]`` (the argument at ``path`` itself),
+a ``take`` reply ``"rv"`` (the generator's return value).
 ``REF`` is ``["n", name]`` (a global of the candidate's namespace), ``["h", id]`` (an object
 ``G`` returned earlier and keeps: one id per object for the run) or ``["a", id, name]`` (that
 object's method ``name``); ``ARG`` is ``["v", VALUE]``, ``["h", id]``, ``["c", id]`` (a callable

@@ -39,6 +39,7 @@ import collections
 import contextlib
 import functools
 import gc
+import io
 import math
 import operator
 import os
@@ -125,6 +126,7 @@ _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _ModuleType = type(sys)
 _encode_value = _wire.encode_value
 _is_value = _wire.is_value
+_stdvalues_iterators = _wire._ITERATORS
 _decode_value = _wire.decode_value
 _encode_frame = _wire.encode_frame
 _NotPlainData = _wire.NotPlainData
@@ -140,7 +142,13 @@ def _module_name(module: Any) -> Any:
     """A module's ``__name__`` as its dict holds it (no ``__getattr__`` of the module runs)."""
     return _getattribute(module, "__name__")
 MAX_HANDLES = 100_000  # objects kept for the judge in one run
-_REQUESTS = ("name", "call", "get", "set", "del", "do", "take", "type", "base")
+_REQUESTS = ("name", "call", "get", "set", "del", "do", "take", "type", "base", "defines",
+             "setname", "delname")
+MAX_SYNCED = 32  # kept copies of a check's objects kept in step with them (see _judge)
+MAX_CAPTURED = 4 * 1024 * 1024  # bytes a request may print that reach the judge's redirect
+_getrefcount = sys.getrefcount
+_BytesIO = io.BytesIO
+_TextIOWrapper = io.TextIOWrapper
 
 
 def apply_limits(limits: dict[str, Any]) -> None:
@@ -242,7 +250,10 @@ def _load_candidate(code: str, setup: str, chan: _Channel, prelude: str = "") ->
 
 
 def _run_calls(index: int, calls: list[str], ns: dict[str, Any], chan: _Channel,
-               max_bytes: int = 0, then: list[list[str]] | None = None) -> None:
+               max_bytes: int = 0, then: list[list[str]] | None = None) -> bool:
+    """Compute one check's calls; whether one returned an object that cannot cross (the parent
+    then runs this check, and every one after it, again in a judge process)."""
+    objects = False
     for j, source in enumerate(calls):
         head: dict[str, Any] = {TYPE: CALL, INDEX: index, CALL_INDEX: j}
         try:
@@ -271,7 +282,9 @@ def _run_calls(index: int, calls: list[str], ns: dict[str, Any], chan: _Channel,
             steps += 1
         if steps:
             frame[STEPS] = steps
+        objects = objects or frame.get(KIND) == NOT_PLAIN
         chan.send({**head, **frame})
+    return objects
 
 
 # Exact builtin scalars too big to cross (a 300k-bit int, a 20 MB str): their own methods cannot
@@ -605,6 +618,11 @@ _exc_cause = BaseException.__dict__["__cause__"].__get__
 _LIVE = frozenset(_id(t) for t in (list, dict, set, bytearray, collections.deque,
                                    collections.defaultdict, collections.Counter,
                                    collections.OrderedDict))
+# Iterators the wire would pull here and send as values (generators, list iterators, map,
+# zip...) and dict views: to the judge, handles (see ``result``).
+_LAZY = frozenset((*_stdvalues_iterators, type({}.keys()), type({}.values()), type({}.items()),
+                   type(collections.OrderedDict().keys()), type(collections.OrderedDict().values()),
+                   type(collections.OrderedDict().items())))
 _GEN_FLAGS = 0x20 | 0x80 | 0x200  # CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR
 
 
@@ -658,12 +676,20 @@ class _JudgeServer:
     most a wrong answer.
     """
 
-    def __init__(self, fd: int, ns: dict[str, Any], max_bytes: int = 0) -> None:
+    def __init__(self, fd: int, ns: dict[str, Any], max_bytes: int = 0, code: str = "") -> None:
         self.fd = fd
+        self.code = code
+        self.reads: list[frozenset[str] | None] = []  # _names_read(code), once asked
         self.ns = ns
         self.max_bytes = max_bytes
         self.handles: dict[int, Any] = {}
         self.keys: dict[int, int] = {}  # id(object) -> its handle (objects are kept alive)
+        # What the candidate prints while it answers: sys.stdout and sys.stderr during a
+        # request, sent back with each message (see ``captured``).
+        self.streams = [_TextIOWrapper(_BytesIO(), encoding="utf-8", errors="backslashreplace",
+                                       newline="\n", write_through=True) for _ in range(2)]
+        self.depth = 0
+        self.synced: dict[int, Any] = {}  # kept copies of the check's objects: key -> last sent
 
     def serve(self) -> None:
         with contextlib.suppress(_Hangup):
@@ -677,16 +703,74 @@ class _JudgeServer:
                 self.answer(message)
 
     def answer(self, message: dict[str, Any]) -> None:
+        saved = (sys.stdout, sys.stderr)
+        sys.stdout, sys.stderr = self.streams
+        self.depth += 1
         try:
+            self.apply(message)
             reply = self.handle(message)
         except _Hangup:
             raise
         except BaseException as exc:
             reply = self.raised(exc)
+        finally:
+            self.depth -= 1
+            sys.stdout, sys.stderr = saved
+        reply.update(self.captured(saved))
+        self.changes(reply)
         try:
             _rpc_send(self.fd, reply)
         except _RpcErrors:
             raise _Hangup from None
+
+    def apply(self, message: dict[str, Any]) -> None:
+        """The check changed objects of its own that this process keeps copies of: the same
+        change here, in place, before anything runs (one object in Python)."""
+        for key in message.get("unsync") or ():
+            self.synced.pop(key, None)
+        for item in message.get("sync") or ():
+            if _type(item) is list and _len(item) == 2 and item[0] in self.synced:
+                copy = self.handles[item[0]]
+                new = self.argument(item[1])
+                _replace(copy, new)
+                self.synced[item[0]] = self.result(copy)
+
+    def changes(self, message: dict[str, Any]) -> None:
+        """Add to an outgoing message the kept copies the candidate changed since last sent."""
+        changed = []
+        for key, last in _list(self.synced.items()):
+            try:
+                now = self.result(self.handles[key])
+            except BaseException:
+                continue
+            if now != last:
+                self.synced[key] = now
+                changed.append([key, now])
+        if changed:
+            message["sync"] = changed
+
+    def captured(self, saved: Any = None) -> dict[str, Any]:
+        """What the candidate printed since the last message, as ``{"o": stdout text, "e":
+        stderr text}``: the judge writes it where the check redirected its own streams
+        (``contextlib.redirect_stdout``), as one Python process would have printed it. At the
+        outermost request it is also written where the candidate's streams point."""
+        out: dict[str, Any] = {}
+        for key, stream, index in (("o", self.streams[0], 0), ("e", self.streams[1], 1)):
+            raw = stream.buffer
+            data = raw.getvalue()
+            if not data:
+                continue
+            raw.seek(0)
+            raw.truncate()
+            if _len(data) > MAX_CAPTURED:
+                out[key + "!"] = True  # more than the judge takes: a check reading it fails
+                data = data[:MAX_CAPTURED]
+            text = data.decode("utf-8", "replace")
+            out[key] = text
+            if saved is not None and self.depth == 0:
+                with contextlib.suppress(BaseException):
+                    saved[index].write(text)
+        return out
 
     def raised(self, exc: BaseException, depth: int = 0) -> dict[str, Any]:
         """An exception as the judge rebuilds it: its class (a handle), args and text."""
@@ -753,8 +837,24 @@ class _JudgeServer:
     def result(self, value: Any, depth: int = 0, live: bool = False) -> list[Any]:
         """``value`` as the judge receives it. With ``live`` (a global or an attribute), a
         mutable container is a handle: the check sees later changes, as Python's would."""
-        if live and _id(_type(value)) in _LIVE:
+        if (live and _id(_type(value)) in _LIVE) or (depth == 0 and _type(value) in _LAZY):
+            # a container the candidate keeps, or an iterator or dict view: a handle, read
+            # when the check reads it (a generator runs as the check pulls it, after the
+            # calls the check made meanwhile; a view shows its dict as it is now)
             return ["h", self.keep(value), self.keep(_type(value)), _type_name_of(value), "o"]
+        if depth == 0 and _type(value) in (tuple, list, dict) and _shares(value):
+            # a fresh tuple, list or dict of lists the candidate keeps (``return self.items,
+            # self.counts``, ``[row for row in self.grid]``): each such list is a handle, as a
+            # returned list the candidate keeps is
+            if _len(value) > MAX_MIXED:
+                return ["b", f"a {_type_name_of(value)} of more than {MAX_MIXED} items holding "
+                             "containers the candidate keeps (they cannot cross as copies)"]
+            if _type(value) is dict:
+                pairs = zip(_list(value), _shared_items(value), strict=True)
+                return ["d", [[self.result(k, 1), self.result(v, 1, live=shared)]
+                              for k, (v, shared) in pairs]]
+            return [_TAGS[_id(_type(value))],
+                    [self.result(x, 1, live=shared) for x, shared in _shared_items(value)]]
         try:
             encoded = _encode_value(value)
         except _ValueTooLarge as exc:  # plain data, over a wire budget: say which
@@ -865,7 +965,26 @@ class _JudgeServer:
             do, raw = _DO.get(_str(message.get("w"))), message.get("a")
             if do is None or _type(raw) is not list:
                 raise ValueError("the judge asked for an operation this process does not know")
-            return {"r": self.result(do(*[self.argument(a) for a in raw]))}
+            value = do(*[self.argument(a) for a in raw])
+            # an item of a container the candidate keeps (``g.adj[1]``) is shared with it
+            kept = _getrefcount(value) > 2  # held by more than ``value`` and the call's argument
+            return {"r": self.result(value, live=kept)}
+        if op == "defines":  # which of these names are globals of the candidate's namespace,
+            wanted = message.get("n")  # and whether its code reads each of them
+            if _type(wanted) is not list:
+                raise ValueError("malformed names from the judge")
+            if not self.reads:
+                self.reads.append(_names_read(self.code))
+            reads = self.reads[0]
+            return {"r": ["v", _encode_value([[n, reads is None or n in reads] for n in wanted
+                                              if _type(n) is str and n in self.ns])]}
+        if op == "setname":  # the check assigned one of the candidate's globals
+            name = _str(message.get("n"))
+            self.ns[name] = self.argument(message.get("v"))
+            return {"r": self.result(self.ns[name], live=True)}
+        if op == "delname":
+            del self.ns[_str(message.get("n"))]
+            return {"r": ["v", _encode_value(None)]}
         target = self.target(message.get("f"))
         if op == "type":
             return {"r": self.describe(target)}
@@ -885,6 +1004,8 @@ class _JudgeServer:
             _delattr(target, _str(message.get("n")))
             return {"r": ["v", _encode_value(None)]}
         if op == "base":
+            if _id(_type(target)) in _LIVE:  # a list, deque, Counter... the candidate keeps:
+                return {"r": self.result(target)}  # a copy of it, of its own exact type
             for klass in _type_mro_get(_type(target)):
                 convert = _BASE_VALUE.get(_id(klass))
                 if convert is not None and _BUILTIN_OBJECTS.get(_id(klass)) is klass:
@@ -897,8 +1018,30 @@ class _JudgeServer:
             raise ValueError("malformed call from the judge")
         args = [self.argument(a) for a in raw_args]
         kwargs = {str(pair[0]): self.argument(pair[1]) for pair in raw_kwargs}
+        made = self.made(raw_args, args, raw_kwargs, kwargs)
+        before = {key: _getrefcount(obj) for key, (obj, _path) in made.items()}
         value = target(*args, **kwargs)
-        reply: dict[str, Any] = {"r": self.result(value)}
+        reply: dict[str, Any] = {}
+        back = made.get(_id(value))
+        if back is not None and back[0] is value:
+            # the check's own object, passed in and returned (``ident(x) is x``): the judge
+            # answers with its original, not a copy
+            reply["r"] = ["r", back[1]]
+        else:
+            kept_value = _getrefcount(value) > 2  # held by more than ``value`` and the argument
+            reply["r"] = self.result(value, live=kept_value)
+        returned = back[0] if back is not None else None
+        del value, back
+        held: list[list[Any]] = [[path, self.keep(obj)] for key, (obj, path) in made.items()
+                                 if obj is not returned and _getrefcount(obj) > before[key]]
+        for _path, kept_key in held:
+            if _len(self.synced) < MAX_SYNCED:
+                self.synced[kept_key] = self.result(self.handles[kept_key])
+        if held:
+            # the candidate keeps a copy of an object of the check's (``self.items = items``):
+            # the two are kept in step from now on, as one object (see ``apply``, ``changes``
+            # and _judge's ``push``)
+            reply["kept"] = held
         # Arguments are copies: send back the ones the call changed, so a check that tests
         # "does not modify its argument" sees what the candidate did to it.
         changed: list[list[Any]] = []
@@ -916,6 +1059,28 @@ class _JudgeServer:
             reply["m"] = changed
         return reply
 
+    def made(self, raw_args: list[Any], args: list[Any], raw_kwargs: list[Any],
+             kwargs: dict[str, Any]) -> dict[int, tuple[Any, list[Any]]]:
+        """The mutable containers decoded from a call's plain arguments, by id: each with its
+        path (the argument's position or keyword, then list indices) in the judge's object."""
+        found: dict[int, tuple[Any, list[Any]]] = {}
+
+        def visit(obj: Any, path: list[Any], depth: int) -> None:
+            kind = _type(obj)
+            if kind in (list, dict, set, bytearray) and _id(obj) not in found:
+                found[_id(obj)] = (obj, path)
+            if kind in (list, tuple) and depth < 4 and _len(obj) <= MAX_MIXED:
+                for i, item in enumerate(obj):
+                    if _type(item) in (list, tuple, dict, set, bytearray):
+                        visit(item, [*path, i], depth + 1)
+
+        for position, raw, arg in [*((i, raw_args[i], a) for i, a in enumerate(args)),
+                                   *((k, raw_kwargs[n][1], kwargs[k])
+                                     for n, k in enumerate(kwargs))]:
+            if raw[0] == "v":
+                visit(arg, [position], 0)
+        return found
+
     def take(self, iterator: Any, count: Any) -> dict[str, Any]:
         """Up to ``count`` items of an iterator; ``end`` when it is exhausted, and the
         exception it raised after the items it gave, if it raised one."""
@@ -924,9 +1089,14 @@ class _JudgeServer:
         wanted = count if _type(count) is int and 0 < count <= 1024 else 1
         try:
             for _ in range(wanted):
-                items.append(self.result(_next(iterator)))
-        except StopIteration:
+                item = _next(iterator)
+                kept = _getrefcount(item) > 2
+                items.append(self.result(item, live=kept))
+        except StopIteration as stop:
             reply["end"] = True
+            returned = stop.value
+            if returned is not None:  # a generator's return value: ``yield from``'s result
+                reply["rv"] = self.result(returned)
         except _Hangup:
             raise
         except BaseException as exc:
@@ -940,6 +1110,8 @@ class _JudgeServer:
         def call_the_judge(*args: Any, **kwargs: Any) -> Any:
             message = {"op": "cb", "c": key, "a": [server.result(a) for a in args],
                        "k": [[_str(k), server.result(v)] for k, v in kwargs.items()]}
+            message.update(server.captured())  # printed before the callback: written first
+            server.changes(message)
             try:
                 _rpc_send(server.fd, message)
                 while True:
@@ -948,6 +1120,7 @@ class _JudgeServer:
                         server.answer(reply)  # the callback calls back into the candidate
                         continue
                     break
+                server.apply(reply)
             except _RpcErrors:
                 raise _Hangup from None
             if "x" in reply:
@@ -961,6 +1134,34 @@ class _JudgeServer:
         return call_the_judge
 
 
+def _replace(copy: Any, new: Any) -> None:
+    """Give a kept copy the check's new content, in place."""
+    kind = _type(copy)
+    if kind is _type(new) and kind in (list, bytearray):
+        copy[:] = new
+    elif kind is _type(new) and kind in (dict, set):
+        copy.clear()
+        copy.update(new)
+
+
+def _shared_items(value: Any) -> list[tuple[Any, bool]]:
+    """Each item of a tuple or list (each value of a dict), with whether it is a mutable
+    container something beyond ``value`` also holds (the candidate keeps it)."""
+    out = []
+    for item in (value.values() if _type(value) is dict else value):
+        shared = _getrefcount(item) > 3  # ``value``, ``item`` and the call's argument
+        out.append((item, shared and _id(_type(item)) in _LIVE))
+    return out
+
+
+def _shares(value: Any) -> bool:
+    """Whether ``_shared_items`` would find one such container (stops at the first)."""
+    for item in (value.values() if _type(value) is dict else value):
+        if _id(_type(item)) in _LIVE and _getrefcount(item) > 3:
+            return True
+    return False
+
+
 def _type_name_of(value: Any) -> str:
     try:
         return str(type.__dict__["__qualname__"].__get__(type(value)))
@@ -968,9 +1169,26 @@ def _type_name_of(value: Any) -> str:
         return "object"
 
 
-def serve_judge(ns: dict[str, Any], fd: int, max_bytes: int = 0) -> None:
+def serve_judge(ns: dict[str, Any], fd: int, max_bytes: int = 0, code: str = "") -> None:
     """Answer the judge's questions about the candidate's namespace until it hangs up."""
-    _JudgeServer(fd, ns, max_bytes).serve()
+    _JudgeServer(fd, ns, max_bytes, code).serve()
+
+
+def _names_read(code: str) -> frozenset[str] | None:
+    """Every name the candidate's code loads as a global or attribute anywhere (its functions,
+    methods, lambdas): a superset of the globals it reads. None when it cannot be known."""
+    try:
+        stack = [_compile(code, "<candidate>", "exec", dont_inherit=True)]
+    except BaseException:
+        return None
+    found: set[str] = set()
+    while stack:
+        if _len(found) > 100_000:
+            return None
+        unit = stack.pop()
+        found.update(unit.co_names)
+        stack.extend(c for c in unit.co_consts if _type(c) is types.CodeType)
+    return frozenset(found)
 
 
 def run_job(job: dict[str, Any], result_fd: int, judge_fd: int | None = None, *,
@@ -985,6 +1203,7 @@ def run_job(job: dict[str, Any], result_fd: int, judge_fd: int | None = None, *,
     code = str(job.get("code", ""))
     items = list(job.get("items", ()))
     ns: dict[str, Any] | None = None
+    rerun = False
     if judge_fd is not None or any(item[ITEM_KIND] != ITEM_STDIO for item in items):
         ns = _load_candidate(code, str(job.get("setup", "")), chan, str(job.get("prelude", "")))
     for item in items:
@@ -998,11 +1217,17 @@ def run_job(job: dict[str, Any], result_fd: int, judge_fd: int | None = None, *,
             continue  # the parent marks these with the load failure
         elif kind == ITEM_CALLS:
             then = item.get(CALL_THEN)
-            _run_calls(index, list(item[CALL_SOURCES]), ns, chan, int(job.get("max_value_bytes", 0)),
-                       [list(ops) for ops in then] if type(then) is list else None)
+            if _run_calls(index, list(item[CALL_SOURCES]), ns, chan,
+                          int(job.get("max_value_bytes", 0)),
+                          [list(ops) for ops in then] if type(then) is list else None):
+                # The parent runs this check and every later one again, in order, with a judge
+                # process (agentenv.grading.run): what this run would compute for them is
+                # thrown away, so it stops here, and its judge gets no answers.
+                rerun = True
+                break
     if judge_fd is not None:
-        if ns is not None:
-            serve_judge(ns, judge_fd, int(job.get("max_value_bytes", 0)))
+        if ns is not None and not rerun:
+            serve_judge(ns, judge_fd, int(job.get("max_value_bytes", 0)), code)
         with contextlib.suppress(OSError):
             _os_close(judge_fd)
     chan.send({TYPE: DONE})

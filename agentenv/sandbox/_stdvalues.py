@@ -152,6 +152,8 @@ def _replay(items: list[Any], end: Any) -> Any:
                              "the items it yielded to next(), pulled where it was made")
     if end is None:
         return
+    if end[0] == "returned":
+        return end[3]  # what the generator returned: StopIteration.value, ``yield from``'s result
     kind, name, message = end
     if kind == "raised":
         cls = getattr(builtins, name, None)
@@ -510,7 +512,8 @@ def rebuild(kind: Any, parts: Any, budget: Any) -> Any:
         _need(len(parts) == 2 and type(parts[0]) is list, kind)
         end = parts[1]
         _need(end is None or (type(end) is list and len(end) == 3 and end[0] in ("raised", "budget")
-                              and type(end[1]) is str and type(end[2]) is str), kind)
+                              and type(end[1]) is str and type(end[2]) is str)
+              or (type(end) is list and len(end) == 4 and end[0] == "returned"), kind)
         return _replay(parts[0], end)
     if kind == "fraction":
         return _rebuild_fraction(parts)

@@ -404,7 +404,15 @@ def _pack_iterator(buf: bytearray, it: Any, t: type, depth: int, budget: list[in
             break
         try:
             item = step(it)
-        except StopIteration:
+        except StopIteration as stop:
+            returned = stop.value
+            if returned is not None:  # a generator's return value (what ``yield from`` gives)
+                try:
+                    _pack(bytearray(), returned, depth + 2, [budget[0]])
+                    end = ["returned", "", "", returned]
+                except NotPlainData as exc:
+                    end = ["budget", "", f"the generator returned a "
+                                         f"{exc.args[0] if exc.args else 'value'}, not plain data"]
             break
         except Exception as exc:
             end = ["raised", _stdvalues.exception_name(exc), _exc_text(exc)]
