@@ -1153,11 +1153,9 @@ class _Channel:
             if not self.sendable(other):
                 return NotImplemented
             return self.do(op, (other, handle) if reflected else (handle, other))
+        # a dict view (keys() | {'c'}): a view with its items, built here
         view = _VIEWS.get(_own_dict(type(handle)).get("_agentenv_real"))
-        if view is not None:  # a dict view (keys() | {'c'}): a view with its items, built here
-            value = view(list(handle))
-        else:
-            value = self.base(handle)
+        value = view(list(handle)) if view is not None else self.base(handle)
         if value is _NO_BASE:
             return NotImplemented  # as for a class without the operator: a TypeError
         return _ARITHMETIC[op](other, value) if reflected else _ARITHMETIC[op](value, other)
