@@ -1,6 +1,6 @@
 """Candidate text is data: jobs of any size and head split arrive whole, text with NULs and lone
-surrogates is carried, stored, resumed, shown and quoted without error.
-"""
+surrogates is carried, stored, resumed, shown and quoted without error."""
+
 from __future__ import annotations
 
 import os
@@ -37,6 +37,7 @@ def add(a, b):
 @pytest.mark.parametrize("attack", CHECK_ATTACKS, ids=lambda a: a.name)
 def test_check_attack_scores_only_honest_work_and_leaves_nothing_behind(
         attack: Case, pool_of_two: SandboxPool) -> None:
+    """Each attack scores its honest fraction and leaves nothing behind (see the helper)."""
     check_attack_scores_only_honest_work_and_leaves_nothing_behind(attack, pool_of_two)
 
 

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from support.attacks import ATTACK_CLASS_FILES
+
 CLASSES = {
     "test_hermetic_runs": "hermetic runs",
     "test_run_limits": "limits for the whole run, also as root",
@@ -86,6 +88,10 @@ def xfails() -> set[tuple[str, ...]]:
                 if mark.name == "parametrize":
                     found |= {(name, test, str(value.id)) for value in mark.args[1] if _is_xfail(value)}
     return found
+
+
+def test_every_class_file_is_censused() -> None:
+    assert tuple(CLASSES) == ATTACK_CLASS_FILES
 
 
 def test_at_least_60_attacks_and_at_least_3_in_every_class() -> None:

@@ -1,6 +1,6 @@
 """Python equality: values cross to the trusted side as plain data, so a lying ``__eq__``, a
-subclass or a spoofed ``__class__`` compares as its content, never as whatever it claims.
-"""
+subclass or a spoofed ``__class__`` compares as its content, never as whatever it claims."""
+
 from __future__ import annotations
 
 import pytest
@@ -58,6 +58,7 @@ def add(a, b):
 @pytest.mark.parametrize("case", ATTACKS, ids=lambda a: a.name)
 def test_attack_scores_only_honest_work_and_leaves_nothing_behind(
         case: Attack, pool_with_secret: SandboxPool, listener: tuple[int, list[bytes]]) -> None:
+    """Each attack scores its honest fraction and leaves nothing behind (see the helper)."""
     attack_scores_only_honest_work_and_leaves_nothing_behind(case, pool_with_secret, listener)
 
 
@@ -93,4 +94,5 @@ def add(a, b):
 @pytest.mark.parametrize("attack", JUDGE_ATTACKS, ids=lambda a: a.name)
 def test_judge_attack_scores_only_honest_work_and_leaves_nothing_behind(
         attack: Case, pool_of_two: SandboxPool) -> None:
+    """Each judged attack scores its honest fraction and leaves nothing behind (see the helper)."""
     judge_attack_scores_only_honest_work_and_leaves_nothing_behind(attack, pool_of_two)

@@ -1,8 +1,8 @@
 """Safe fallback and redaction: at the rlimits level a run cannot lower later runs' limits,
 reschedule or stop the worker, or leave strays that outlive the sweep; the fallback refuses to
 run as root unless allowed and gives candidates an empty environment; secrets are redacted from
-every result on the trusted side.
-"""
+every result on the trusted side."""
+
 from __future__ import annotations
 
 import ast
@@ -62,6 +62,7 @@ def add(a, b):
 @pytest.mark.parametrize("case", ATTACKS, ids=lambda a: a.name)
 def test_attack_scores_only_honest_work_and_leaves_nothing_behind(
         case: Attack, pool_with_secret: SandboxPool, listener: tuple[int, list[bytes]]) -> None:
+    """Each attack scores its honest fraction and leaves nothing behind (see the helper)."""
     attack_scores_only_honest_work_and_leaves_nothing_behind(case, pool_with_secret, listener)
 
 
@@ -155,10 +156,10 @@ ROOT_FALLBACK = os.geteuid() == 0 and _isolation.fallback_uid() is None
 @pytest.mark.skipif(not ROOT_FALLBACK, reason="needs candidates running as root (the root "
                     "fallback where the sandbox uid cannot run the interpreter)")
 def test_rlimits_root_candidate_cannot_forge_the_judges_verdicts(fallback_pool: SandboxPool) -> None:
-    """At the fallback level as root (an opt-in), G ran as uid 0 with every capability, and
-    CAP_SYS_PTRACE overrode the judge's non-dumpable flag: G read the judge's nonce from
-    /proc/J/mem and wrote OK verdicts into /proc/J/fd/3 (a wrong f scored 1.0). G and J now
-    drop every capability, the bounding set included, with the securebits locked."""
+    """At the fallback level as root (an opt-in), G runs as uid 0; with CAP_SYS_PTRACE it could
+    override the judge's non-dumpable flag, read the judge's nonce from /proc/J/mem and write OK
+    verdicts into /proc/J/fd/3 (a wrong f scoring 1.0). G and J drop every capability, the
+    bounding set included, with the securebits locked: the wrong f scores 0."""
     checks = [judged("f"), "y = f(3)\nassert y == 3"]
     result = run_on(fallback_pool, FORGED_ENDS + STEAL_THE_JUDGES_NONCE, checks, timeout=2.0)
     assert result.fraction == 0.0, result.failures
@@ -303,12 +304,12 @@ def f():
 
 
 def test_rlimits_fork_bomb_that_outlasts_the_sweep_budget() -> None:
-    """The sweep resumed the prepared runs when its budget ran out with strays alive, and they
-    stopped the next run (0.0, a timeout). Now it stops every stray before it kills any, and
-    where that cannot finish in SWEEP_BUDGET the zygote gives up and the pool replaces the
-    worker. What is left open: 400 runnable strays starve the sweep of CPU, so the next
-    submission still waits for it (seconds, within the budget; a latency this test does not
-    measure); it scores exactly 1.0, and no worker is waited out as frozen."""
+    """A fork bomb that outlasts the sweep's budget: the sweep stops every stray before it
+    kills any, and where that cannot finish in SWEEP_BUDGET the zygote gives up and the pool
+    replaces the worker; strays never resume to stop the next run. 400 runnable strays starve
+    the sweep of CPU, so the next submission waits for it (seconds, within the budget; a
+    latency this test does not measure); it scores exactly 1.0, and no worker is waited out as
+    frozen."""
     made = fallback()
     began = time.monotonic()
     try:
@@ -342,7 +343,7 @@ def test_rlimits_candidate_that_blocks_the_zygote_never_delays_the_next_run(
 def pidfile() -> Iterator[str]:
     """A file where strays write their pids, each killed (by pid) when the test ends: at the
     fallback level without a cgroup nothing else would end what escaped."""
-    fd, path = tempfile.mkstemp(prefix="rt10-pids-")
+    fd, path = tempfile.mkstemp(prefix="stray-pids-")
     os.close(fd)
     os.chmod(path, 0o666)
     yield path
@@ -442,10 +443,10 @@ def stop_the_pools_runs(until, spare):
 
 def test_rlimits_a_stopped_worker_never_delays_the_next_submission(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A stray stopped the worker itself (the zygote's SIGCONT ticks came from the worker):
-    the next submission waited IDLE_TIMEOUT. The parent now sends a fallback worker's process
-    group SIGCONT every 0.1 s it waits for it."""
-    monkeypatch.setattr(_pool, "IDLE_TIMEOUT", 4.0)  # the same hole, cheaper to show
+    """A stray that stops the worker itself (the zygote's SIGCONT ticks come from the worker)
+    does not make the next submission wait IDLE_TIMEOUT: the parent sends a fallback worker's
+    process group SIGCONT every 0.1 s it waits for it."""
+    monkeypatch.setattr(_pool, "IDLE_TIMEOUT", 4.0)  # a shorter wait shows the same thing
     made = fallback()
     try:
         attacked = run_tests(STOP_THE_WORKER, CHECK, timeout=1.0, pool=made)
@@ -456,9 +457,9 @@ def test_rlimits_a_stopped_worker_never_delays_the_next_submission(
 
 
 def test_rlimits_a_stray_in_vfork_wait_is_swept_without_a_give_up() -> None:
-    """A vfork parent waits in state D, which no SIGSTOP ends: the sweep counted it as moving
-    and gave up after SWEEP_BUDGET every time. A process already sent SIGSTOP now counts as
-    still in state D (it runs no code before it stops, and SIGKILL ends that wait)."""
+    """A vfork parent waits in state D, which no SIGSTOP ends; the sweep must not count it as
+    moving (and give up after SWEEP_BUDGET): a process already sent SIGSTOP counts as still in
+    state D (it runs no code before it stops, and SIGKILL ends that wait)."""
     made = fallback()
     try:
         attacked = run_tests(STILL_MOVING, CHECK, timeout=1.0, pool=made)
@@ -511,9 +512,9 @@ def honest_until(pool: SandboxPool, until: float) -> None:
 @pytest.mark.parametrize("setting", ["cgroup_two_workers", "no_cgroup_one_worker"])
 def test_rlimits_no_stray_outlives_the_give_up(
         setting: str, pidfile: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The zygote gave up and exited with strays alive; one woken later by its own timer
-    stopped the runs of the pool's other workers (honest runs scored 0.0 and 0.5). Giving up
-    now kills everything below the zygote, whatever its state, before it exits."""
+    """A zygote that gives up its sweep kills everything below it, whatever its state, before
+    it exits: no stray woken later by its own timer stops the runs of the pool's other workers
+    (the honest runs there keep 1.0)."""
     if setting == "no_cgroup_one_worker":
         monkeypatch.setattr(_cgroup, "create", lambda: None)  # a host without writable cgroups
     made = fallback(size=2 if setting == "cgroup_two_workers" else 1)
@@ -588,9 +589,9 @@ def worker_pids(pool: SandboxPool) -> set[int]:
 
 
 def test_rlimits_a_run_cannot_lower_later_runs_limits() -> None:
-    """A run lowered the zygote's hard limits (prlimit: same uid, no capability needed) and every
-    later run inherited them (an honest 200 MiB solution then scored 0.0 on that worker for
-    good). No run may set another process's limits now (the syscall filter)."""
+    """A run that lowers the zygote's hard limits (prlimit: same uid, no capability needed)
+    would have every later run inherit them (an honest 200 MiB solution scoring 0.0 on that
+    worker for good): no run may set another process's limits (the syscall filter)."""
     made = fallback()
     try:
         before = run_tests(NEEDS_MEMORY, ["assert f() == 200"], timeout=2.0, pool=made)
@@ -629,7 +630,7 @@ FREEZER_ROOT = "/sys/fs/cgroup/freezer"
 def freezer() -> Iterator[str]:
     if not os.path.isdir(FREEZER_ROOT):
         pytest.skip("no cgroup-v1 freezer hierarchy here")
-    path = os.path.join(FREEZER_ROOT, f"rt11-{uuid.uuid4().hex[:8]}")
+    path = os.path.join(FREEZER_ROOT, f"stray-freezer-{uuid.uuid4().hex[:8]}")
     yield path
     if os.path.isdir(path):
         with contextlib.suppress(OSError), open(os.path.join(path, "freezer.state"), "w") as h:

@@ -1,7 +1,7 @@
 """Hermetic runs: nothing a run writes, plants, mounts or leaves running is seen by a later run or
 by a run beside it; the runner's files, the system paths and the sandbox's own bytecode are
-read-only to candidates, and no run reaches the network or the host's files.
-"""
+read-only to candidates, and no run reaches the network or the host's files."""
+
 from __future__ import annotations
 
 import ast
@@ -27,7 +27,6 @@ from support.attacks import (
     HONEST_IMPORTS,
     IPC_KEY,
     LIBC,
-    MARKER,
     PLANT_EVERYWHERE,
     PLANT_IPC,
     Attack,
@@ -91,6 +90,7 @@ def add(a, b):
 @pytest.mark.parametrize("case", ATTACKS, ids=lambda a: a.name)
 def test_attack_scores_only_honest_work_and_leaves_nothing_behind(
         case: Attack, pool_with_secret: SandboxPool, listener: tuple[int, list[bytes]]) -> None:
+    """Each attack scores its honest fraction and leaves nothing behind (see the helper)."""
     attack_scores_only_honest_work_and_leaves_nothing_behind(case, pool_with_secret, listener)
 
 
@@ -222,7 +222,7 @@ def test_ipc_objects_keys_and_daemons_die_with_the_run(pool: SandboxPool) -> Non
 def test_a_planted_spy_cannot_read_a_later_runs_inputs(pool: SandboxPool) -> None:
     """Run 1 leaves a daemon and planted files meant to copy whatever later runs write; run 2 is
     honest and writes its input to its work dir; run 3 looks everywhere for run 2's input."""
-    secret = f"input-{MARKER}"
+    secret = f"input-{HERMETIC_MARKER}"
     spy = ("import os, time, glob\n"
            "for d in ('/tmp', '/dev/shm', '/tmp/run'):\n"
            "    try: open(os.path.join(d, 'spy.py'), 'w').write('x = 1')\n"

@@ -1,8 +1,8 @@
 """A judge where no candidate code ran: no verdict is decided, and no expected value is held, in a
 process the candidate controls. Forged frames, forged ends, stolen nonces, patched builtins,
 modules or helpers, scans of memory, stacks, files and descriptors, and early exits all earn
-exactly what honest work earns; the honest controls beside them score exactly their fraction.
-"""
+exactly what honest work earns; the honest controls beside them score exactly their fraction."""
+
 from __future__ import annotations
 
 import hashlib
@@ -25,8 +25,8 @@ from support.attacks import (
     HALF,
     HALF_CODE,
     HONEST_ADD,
+    JUDGE_MARKER,
     JUDGE_TEXT,
-    MARKER,
     PROBE,
     SECRET_CHECKS,
     SIBLINGS,
@@ -277,6 +277,7 @@ CONTROLS = [
 @pytest.mark.parametrize("case", ATTACKS + CONTROLS, ids=lambda a: a.name)
 def test_attack_scores_only_honest_work_and_leaves_nothing_behind(
         case: Attack, pool_with_secret: SandboxPool, listener: tuple[int, list[bytes]]) -> None:
+    """Each attack scores its honest fraction and leaves nothing behind (see the helper)."""
     attack_scores_only_honest_work_and_leaves_nothing_behind(case, pool_with_secret, listener)
 
 
@@ -371,7 +372,7 @@ def test_a_judge_frame_ending_in_the_finished_marker_does_not_cut_the_judges_ver
     assert leftover_processes(pool) == []
 
 
-JUDGE_TOKENS = [f"tok-{hashlib.sha256(f'{MARKER}{i}'.encode()).hexdigest()[:16]}" for i in range(3)]
+JUDGE_TOKENS = [f"tok-{hashlib.sha256(f'{JUDGE_MARKER}{i}'.encode()).hexdigest()[:16]}" for i in range(3)]
 
 
 DATA_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data")
@@ -630,7 +631,7 @@ JUDGE_CONTROLS = [
          expected=1.0, setup=SORT_SETUP),
     judge_case("control_half_correct_on_loops", "def add(a, b):\n    return a + b if a < 50 else 0\n",
          (*ADD_FAST, ADD_LOOP, ADD_MULTI), expected=1 / 2),
-    judge_case("control_secret_lookup_everywhere", f"def secret(i):\n    return {TOKENS!r}[i]\n",
+    judge_case("control_secret_lookup_everywhere", f"def secret(i):\n    return {JUDGE_TOKENS!r}[i]\n",
          SECRET_LOOP + SECRET_FAST, expected=1.0),
     judge_case("control_callbacks", "def apply(fn, x):\n    return fn(x)\n", CALLBACK_CHECKS[:1],
          expected=1.0),
@@ -662,6 +663,7 @@ JUDGE_CONTROLS = [
 @pytest.mark.parametrize("attack", JUDGE_ATTACKS + JUDGE_CONTROLS, ids=lambda a: a.name)
 def test_judge_attack_scores_only_honest_work_and_leaves_nothing_behind(
         attack: Case, pool_of_two: SandboxPool) -> None:
+    """Each judged attack scores its honest fraction and leaves nothing behind (see the helper)."""
     judge_attack_scores_only_honest_work_and_leaves_nothing_behind(attack, pool_of_two)
 
 
@@ -672,13 +674,13 @@ def test_scanners_used_above_do_find_expected_values_planted_in_the_candidates_p
     the setup any longer: its data runs in the judge only, and the scans find nothing."""
     for name in ("gc_scan_for_loop_expectations_then_answer_trusted_checks_by_lookup",
                  "memory_scan_for_loop_expectations_then_answer_trusted_checks_by_lookup"):
-        c = next(a for a in ATTACKS if a.name == name)
+        c = next(a for a in JUDGE_ATTACKS if a.name == name)
         in_order = [f"assert secret({i}) == {tok!r}" for i, tok in enumerate(sorted(JUDGE_TOKENS))]
-        planted = run_tests(f"{c.code}\n_PLANTED = {TOKENS!r}\n", in_order, timeout=c.timeout,
+        planted = run_tests(f"{c.code}\n_PLANTED = {JUDGE_TOKENS!r}\n", in_order, timeout=c.timeout,
                             pool=pool_of_two)
         assert planted.passed == len(JUDGE_TOKENS), (name, planted.failures)
         in_setup = run_tests(c.code, in_order, timeout=c.timeout, pool=pool_of_two,
-                             setup_code=f"_PLANTED = {TOKENS!r}\n")
+                             setup_code=f"_PLANTED = {JUDGE_TOKENS!r}\n")
         assert in_setup.passed == 0, (name, in_setup.passed_indices)
 
 
@@ -901,6 +903,7 @@ CHECK_CONTROLS = [
 @pytest.mark.parametrize("attack", CHECK_ATTACKS + CHECK_CONTROLS, ids=lambda a: a.name)
 def test_check_attack_scores_only_honest_work_and_leaves_nothing_behind(
         attack: Case, pool_of_two: SandboxPool) -> None:
+    """Each attack scores its honest fraction and leaves nothing behind (see the helper)."""
     check_attack_scores_only_honest_work_and_leaves_nothing_behind(attack, pool_of_two)
 
 
@@ -981,7 +984,7 @@ def test_a_forged_finished_marker_never_ends_a_judged_run_before_its_judge(
 
 
 def test_the_forgery_helper_finds_the_nonce_and_the_exact_end(pool: SandboxPool) -> None:
-    """Control for the attacks below: the candidate does find its nonce and builds the very
+    """Control for the attacks built on FORGERY: the candidate does find its nonce and builds the very
     bytes ``_candidate.ended`` returns (an assert in the helper), and an honest f still scores 1.0."""
     result = run_on(pool, FORGERY + HONEST, CHECK)
     assert (result.fraction, result.timed_out) == (1.0, False), result.failures
@@ -1117,10 +1120,10 @@ def test_honest_stdio_programs_score_exactly_one(pool: SandboxPool, name: str) -
     assert (result.fraction, result.timed_out) == (1.0, False), (name, result.failures)
 
 
-# Found by this review, older than the commits it reviewed (the same at 8441f5c): a stdio
-# program's process ended with os._exit right after flushing sys.stdout, where CPython first joins
-# non-daemon threads and finalizes (so flushes) other file objects on fd 1. Both programs print 9
-# under `python3`; _runner._end_program now does what the interpreter does.
+# A stdio program's process must end as CPython's does, not with os._exit right after flushing
+# sys.stdout: CPython first joins non-daemon threads and finalizes (so flushes) other file objects
+# on fd 1. Both programs print 9 under `python3`; _runner._end_program does what the interpreter
+# does.
 PRE_EXISTING_STDIO = {
     "non_daemon_thread_prints_after_main": "import threading, time\nn = int(input())\n"
                                            "def p():\n    time.sleep(0.1)\n    print(n * n)\n"
@@ -1202,9 +1205,8 @@ def test_honest_stdio_programs_score_exactly_one_back_to_back(pool: SandboxPool,
         assert (result.fraction, result.timed_out) == (1.0, False), (name, result.failures)
 
 
-# Found by this review, older than the reviewed commits (both print 9 under python3 and scored 0.0
-# at bad9d05 too): _end_program did part of what the interpreter does at exit, not all of it; it
-# now runs atexit handlers, and the program's end flushes sys.__stdout__ as well.
+# Both print 9 under python3: _end_program does what the interpreter does at exit, atexit
+# handlers included, and the program's end flushes sys.__stdout__ as well.
 STDIO_DIVERGENT = {
     # The competitive-programming idiom: buffer all output, write it out at exit.
     "atexit_writes_the_buffered_output": "import atexit, io, sys\nbuf = io.StringIO()\n"
@@ -1297,8 +1299,8 @@ ATEXIT_PROGRAM = ("import atexit\natexit.register(print, 'bye')\ndef f():\n    r
 @pytest.mark.parametrize("isolation", ["strict", "rlimits"])
 def test_atexit_handlers_of_the_checks_run_never_reach_the_stdio_program(
         pool: SandboxPool, isolation: str) -> None:
-    """The stdio program inherited the handlers G had registered running the function checks,
-    so an honest program that prints at exit printed twice and scored 0.5."""
+    """The stdio program does not inherit the handlers G registered running the function
+    checks, so an honest program that prints at exit prints once and scores 1.0."""
     used = pool if isolation == "strict" else SandboxPool(
         size=1, isolation="rlimits", allow_root_fallback=True)
     try:
@@ -1335,8 +1337,9 @@ EVERY_WAY_REFUSED = ("assert f() == {'ptrace_traceme': True, 'ptrace_seize_self_
 
 @pytest.mark.parametrize("level", ["strict", "rlimits"])
 def test_no_run_can_trace_or_reach_into_another_process(pool: SandboxPool, level: str) -> None:
-    """ptrace, process_vm_readv/writev and pidfd_getfd are refused to every run (the traced
-    candidate above held the fallback zygote in waitpid: a tracee's zombie is its tracer's)."""
+    """ptrace, process_vm_readv/writev and pidfd_getfd are refused to every run (a traced
+    candidate, TRACED_CANDIDATE, would hold the fallback zygote in waitpid: a tracee's zombie is
+    its tracer's)."""
     pool = pool if level == "strict" else fallback()
     try:
         result = run_tests(REACH_IN, [EVERY_WAY_REFUSED], timeout=1.0, pool=pool)

@@ -1,7 +1,7 @@
 """A judge that survives any value: whatever a candidate returns, raises or floods (huge, deep,
 hostile or forged values, exceptions whose messages misbehave, frames at any size) is a failed
-check with a message, within budget, never an exception or a stall of the trusted side.
-"""
+check with a message, within budget, never an exception or a stall of the trusted side."""
+
 from __future__ import annotations
 
 import pytest
@@ -18,6 +18,7 @@ from support.attacks import (
     attack_scores_only_honest_work_and_leaves_nothing_behind,
     check_attack_scores_only_honest_work_and_leaves_nothing_behind,
     check_case,
+    every_judge_attack,
     judge_attack_scores_only_honest_work_and_leaves_nothing_behind,
     judge_case,
 )
@@ -72,6 +73,7 @@ def add(a, b):
 @pytest.mark.parametrize("case", ATTACKS, ids=lambda a: a.name)
 def test_attack_scores_only_honest_work_and_leaves_nothing_behind(
         case: Attack, pool_with_secret: SandboxPool, listener: tuple[int, list[bytes]]) -> None:
+    """Each attack scores its honest fraction and leaves nothing behind (see the helper)."""
     attack_scores_only_honest_work_and_leaves_nothing_behind(case, pool_with_secret, listener)
 
 
@@ -152,13 +154,14 @@ def apply(fn, x):
 @pytest.mark.parametrize("attack", JUDGE_ATTACKS, ids=lambda a: a.name)
 def test_judge_attack_scores_only_honest_work_and_leaves_nothing_behind(
         attack: Case, pool_of_two: SandboxPool) -> None:
+    """Each judged attack scores its honest fraction and leaves nothing behind (see the helper)."""
     judge_attack_scores_only_honest_work_and_leaves_nothing_behind(attack, pool_of_two)
 
 
 def test_failures_inside_proxy_calls_say_what_happened(pool_of_two: SandboxPool) -> None:
     """A hang is a timeout, a death is no_result naming the call, a raise names the exception,
     an impostor value names its type, and a runaway callback names the nesting limit."""
-    by_name = {c.name: c for c in ATTACKS}
+    by_name = {c.name: c for c in every_judge_attack()}
 
     def failures(name: str) -> list[tuple[str, str]]:
         c = by_name[name]
@@ -209,6 +212,7 @@ def add(a, b):
 @pytest.mark.parametrize("attack", CHECK_ATTACKS, ids=lambda a: a.name)
 def test_check_attack_scores_only_honest_work_and_leaves_nothing_behind(
         attack: Case, pool_of_two: SandboxPool) -> None:
+    """Each attack scores its honest fraction and leaves nothing behind (see the helper)."""
     check_attack_scores_only_honest_work_and_leaves_nothing_behind(attack, pool_of_two)
 
 
@@ -249,19 +253,17 @@ def test_an_honest_value_whose_frame_ends_like_the_finished_marker_keeps_its_lat
         pool: SandboxPool) -> None:
     """A frame on the result channel is ``<nonce> <len>\\n<msgpack>\\n``, so a call that
     returns the string ``"+finished"`` writes a frame whose last bytes are exactly FINISHED.
-    When the worker's read ended there (here: the next check sleeps first), the monitor took
-    it for the run's end and killed G before the later checks ran: an honest solution passing
-    both checks scored 0.5 (check 1: ``no_result``), answered in 0.02 s (older than the change
-    red team 5 reviewed: the early answer of 5d4660c). Now the run ends early only on
-    ``ENDED``, the job's done frame followed by the marker, followed across reads: both checks
-    pass."""
+    When the worker's read ends there (here: the next check sleeps first), the monitor must
+    not take it for the run's end and kill G before the later checks run (an honest solution
+    passing both checks would score 0.5, check 1 ``no_result``): the run ends early only on
+    ``ENDED``, the job's done frame followed by the marker, followed across reads, so both
+    checks pass."""
     checks = ["assert f() == '+finished'", "assert g() == 2"]
     result = run_tests(ENDS_LIKE_THE_MARKER, checks, timeout=2.0, pool=pool)
     assert (result.fraction, result.timed_out) == (1.0, False), result.failures
 
 
-# Values whose raw bytes on the wire end like a done frame's body and the marker (found by a
-# second review): a mixed list of small ints spelling it, a typed int array (16 or more ints
+# Values whose raw bytes on the wire end like a done frame's body and the marker: a mixed list of small ints spelling it, a typed int array (16 or more ints
 # travel as raw machine words), plain bytes.
 ENDS_LIKE_A_DONE_FRAME = {
     "mixed_list": '[10, {"t": "done"}, 10, 43, 102, 105, 110, 105, 115, 104, 101, 100]',
@@ -273,10 +275,9 @@ ENDS_LIKE_A_DONE_FRAME = {
 @pytest.mark.parametrize("value", sorted(ENDS_LIKE_A_DONE_FRAME))
 def test_an_honest_value_whose_frame_ends_like_a_done_frame_keeps_its_later_checks(
         pool: SandboxPool, value: str) -> None:
-    """A call whose value's raw bytes end like the done frame's body and the marker: when the
-    early answer matched that (``ENDED`` without the run), the run was cut before the next
-    check (0.5, ``no_result``, in 0.002-0.009 s). The end a worker waits for now includes the
-    done frame's header line with the run's 128-bit nonce: both checks pass."""
+    """A call whose value's raw bytes end like the done frame's body and the marker does not
+    cut the run before the next check (0.5, ``no_result``): the end a worker waits for includes
+    the done frame's header line with the run's 128-bit nonce, so both checks pass."""
     code = f"import time\ndef f():\n    return {ENDS_LIKE_A_DONE_FRAME[value]}\n" \
            "def g():\n    time.sleep(0.3)\n    return 2\n"
     result = run_tests(code, ["assert f() == f()", "assert g() == 2"], timeout=2.0, pool=pool)

@@ -1,7 +1,7 @@
 """A pool that cannot be poisoned: whatever a run does to its worker (crashes, kills, stopped
 processes, held pipes, memory, page cache or CPU debt, blocked zygotes, refused syscalls), the
-next submission gets a healthy worker and honest work keeps exactly its verdict.
-"""
+next submission gets a healthy worker and honest work keeps exactly its verdict."""
+
 from __future__ import annotations
 
 import ast
@@ -112,6 +112,7 @@ def add(a, b): return a - b
 @pytest.mark.parametrize("case", ATTACKS, ids=lambda a: a.name)
 def test_attack_scores_only_honest_work_and_leaves_nothing_behind(
         case: Attack, pool_with_secret: SandboxPool, listener: tuple[int, list[bytes]]) -> None:
+    """Each attack scores its honest fraction and leaves nothing behind (see the helper)."""
     attack_scores_only_honest_work_and_leaves_nothing_behind(case, pool_with_secret, listener)
 
 
@@ -397,7 +398,7 @@ ATTACK_BATCH = [
 
 @pytest.mark.slow
 def test_a_batch_scores_the_same_alone_and_mixed_with_every_attack_above() -> None:
-    """GRPO's shape: honest samples share a pool with the attacks of this file, side by side
+    """GRPO's shape: honest samples share a pool with the attacks of ATTACK_BATCH, side by side
     and back to back on the same workers; each honest sample scores exactly what it scores alone."""
     made = strict_pool(6, "the mixed batch")
     with made:
@@ -507,12 +508,11 @@ def test_a_splice_holding_the_stdout_pipe_at_a_normal_end_is_torn_down_with_the_
 def test_a_forged_finished_marker_with_the_stdout_pipe_locked_does_not_wedge_the_worker(
         pool: SandboxPool) -> None:
     """The same splicing child, then the candidate writes FINISHED on fd 3 and sleeps: a plain 0
-    within its cap, on the same worker. Once an open hole (the early answer read every open
-    pipe, and a read of a pipe whose lock a splice holds sleeps in state D: SandboxError after
-    ~22 s); now shut three ways: the run is killed before anything is read, pipes are read only
-    when ``select`` reports them, and the zygote's syscall filter refuses ``splice`` (and
+    within its cap, on the same worker (a read of a pipe whose lock a splice holds would sleep
+    in state D). Shut three ways: the run is killed before anything is read, pipes are read
+    only when ``select`` reports them, and the zygote's syscall filter refuses ``splice`` (and
     ``tee``, ``vmsplice``, ``sendfile``, ``io_uring``) to every run, so no process of a run can
-    sit on such a lock at all (see the test below)."""
+    sit on such a lock at all (see test_syscalls_that_can_hold_a_pipes_lock_...)."""
     limits = Limits(starved_factor=1.0)
     workers = pool.worker_pids
     try:
@@ -724,6 +724,7 @@ def add(a, b):
 @pytest.mark.parametrize("attack", JUDGE_ATTACKS, ids=lambda a: a.name)
 def test_judge_attack_scores_only_honest_work_and_leaves_nothing_behind(
         attack: Case, pool_of_two: SandboxPool) -> None:
+    """Each judged attack scores its honest fraction and leaves nothing behind (see the helper)."""
     judge_attack_scores_only_honest_work_and_leaves_nothing_behind(attack, pool_of_two)
 
 
@@ -744,6 +745,7 @@ def add(a, b):
 @pytest.mark.parametrize("attack", CHECK_ATTACKS, ids=lambda a: a.name)
 def test_check_attack_scores_only_honest_work_and_leaves_nothing_behind(
         attack: Case, pool_of_two: SandboxPool) -> None:
+    """Each attack scores its honest fraction and leaves nothing behind (see the helper)."""
     check_attack_scores_only_honest_work_and_leaves_nothing_behind(attack, pool_of_two)
 
 
@@ -910,7 +912,7 @@ def f():
 def test_a_run_that_is_slow_to_tear_down_only_delays_the_next_run_on_its_worker(
         pool: SandboxPool) -> None:
     """40 processes that each map 1 GiB and touch one page per 2 MiB (512 pages and 512 page
-    tables each), left alive at a normal end: the idle report now waits until the zygote has
+    tables each), left alive at a normal end: the idle report waits until the zygote has
     reaped the run. Contained if the next honest run passes on the same worker, the idle report
     in before IDLE_TIMEOUT (10 s; missing it makes the pool log the worker unhealthy and replace
     it)."""
@@ -939,12 +941,11 @@ def test_output_in_a_packet_mode_pipe_written_before_a_normal_end_all_comes_back
         pool: SandboxPool) -> None:
     """A pipe whose write end has O_DIRECT is in packet mode: every write is a buffer slot of its
     own and every read returns at most one slot. The early answer on FINISHED reads each pipe
-    at most DRAIN_ROUNDS (16) times, so of 200 lines of 5 bytes (1000 bytes, far under the
-    cap) written before a normal end only ~16 to ~25 came back (measured: 25, 17, 200 of 200 in
-    three runs); before the early answer the pipes were read to their ends. Only the
-    candidate's own stdout and stderr (its result channel carries frames the parent checks)
-    and only by its own choice, so no verdict changes; the drain must read as many times as a
-    pipe can have slots (256 at the default pipe-max-size of 1 MiB)."""
+    a bounded number of times (DRAIN_ROUNDS), and 200 lines of 5 bytes (1000 bytes, far under
+    the cap) written before a normal end must all come back. Only the candidate's own stdout
+    and stderr are at stake (its result channel carries frames the parent checks), and only by
+    its own choice, so no verdict changes; the drain must read as many times as a pipe can have
+    slots (256 at the default pipe-max-size of 1 MiB)."""
     limits = Limits(max_output=1 << 20)
     for _ in range(3):
         result = run_tests(PACKETS, CHECK, timeout=2.0, pool=pool, limits=limits)
@@ -987,7 +988,7 @@ def test_a_run_ending_early_with_load_behind_it_charges_nothing_to_the_next_run(
 
 def test_alternating_every_attack_with_honest_runs_keeps_every_honest_verdict(
         pool: SandboxPool) -> None:
-    """Every hostile end of this file in a row, each followed by the honest control."""
+    """Every hostile end G forges (FORGERY) in a row, each followed by the honest control."""
     hostile = [
         FORGERY + "os.write(3, END)\ntime.sleep(0.3)\n" + HALF_CODE,
         FORGERY + "after_finished(lambda: os.write(SAVED, forged_call(0, 1) + END))\n" + HALF_CODE,
@@ -1033,10 +1034,10 @@ def f():
 
 
 def test_rlimits_daemon_left_by_one_run_never_touches_the_next() -> None:
-    """A setsid daemon escaped the kill of G's process group, outlived its run and SIGSTOPped
-    each process the zygote forked next (the following honest runs scored 0.0 and 0.5). The
-    zygote is now a subreaper at this level: it kills what a run left behind before the next
-    run and resumes the runs it prepared meanwhile."""
+    """A setsid daemon that escapes the kill of G's process group and outlives its run to
+    SIGSTOP each process the zygote forks next gains nothing: the zygote is a subreaper at this
+    level, kills what a run left behind before the next run and resumes the runs it prepared
+    meanwhile, so the following honest runs score 1.0."""
     made = SandboxPool(size=1, isolation="rlimits", allow_root_fallback=True)
     began = time.monotonic()
     try:
@@ -1109,7 +1110,7 @@ HOSTILE_SUBMISSIONS = {
 
 def test_alternating_hostile_and_honest_submissions_keep_every_honest_verdict(
         pool: SandboxPool) -> None:
-    """Every hostile submission of this file in a row, twice, each followed by the honest
+    """Every submission of HOSTILE_SUBMISSIONS in a row, twice, each followed by the honest
     controls (plain, judged, stdio): each hostile one scores at most its earned work, each
     honest one exactly 1.0 with no worker waited out."""
     workers = pool.worker_pids
@@ -1125,7 +1126,7 @@ def test_alternating_hostile_and_honest_submissions_keep_every_honest_verdict(
 JUDGED_ONCE = "for _ in (1,):\n    assert f() == 1"  # graded by the judge process, a second run
 
 
-MANY = Limits(processes=400)  # room for a chain far deeper than the old 64-round bound
+MANY = Limits(processes=400)  # room for a chain far deeper than any fixed bound of sweeps
 
 
 # A setsid chain DEPTH processes deep, each waiting on its child; the deepest one stops the
@@ -1198,7 +1199,7 @@ LEFT_BEHIND = {"chain_100_deep": DEEP_CHAIN.replace("{depth}", "100"),
 
 @pytest.mark.parametrize("name", sorted(LEFT_BEHIND))
 def test_rlimits_processes_left_behind_at_any_depth_never_touch_the_next_runs(name: str) -> None:
-    """What a run leaves behind (a setsid chain deeper than any round bound, or a tree that
+    """What a run leaves behind (a setsid chain deeper than any fixed bound, or a tree that
     forks a replacement for each process killed) is all killed before the next run: the honest
     runs after it, plain and judged, score exactly 1.0 and none waits on a stopped process."""
     made = SandboxPool(size=1, isolation="rlimits", allow_root_fallback=True)

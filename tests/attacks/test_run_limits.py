@@ -1,8 +1,8 @@
 """Limits for the whole run, also as root: CPU time, memory, processes, threads and wall time are
 bounded for all of a run's processes together (children, grandchildren, daemons, stopped or
 traced ones), whatever the candidate ignores or catches, and a run's load never makes honest
-work beside it or after it time out.
-"""
+work beside it or after it time out."""
+
 from __future__ import annotations
 
 import contextlib
@@ -28,13 +28,13 @@ from support.attacks import (
     FORGERY,
     HALF,
     HALF_CODE,
+    HERMETIC_MARKER,
     HONEST_ADD,
     HONEST_CHILDREN,
     HONEST_CPU,
     KEEP_G_ALIVE,
     LOCALS,
     LOOP,
-    MARKER,
     NEEDS_900_MIB,
     PROCESS_BOMB,
     REBIND_LOCALS,
@@ -130,6 +130,7 @@ def add(a, b):
 @pytest.mark.parametrize("case", ATTACKS, ids=lambda a: a.name)
 def test_attack_scores_only_honest_work_and_leaves_nothing_behind(
         case: Attack, pool_with_secret: SandboxPool, listener: tuple[int, list[bytes]]) -> None:
+    """Each attack scores its honest fraction and leaves nothing behind (see the helper)."""
     attack_scores_only_honest_work_and_leaves_nothing_behind(case, pool_with_secret, listener)
 
 
@@ -192,7 +193,8 @@ def test_without_a_cpu_quota_the_checks_keep_up_with_every_core(monkeypatch: pyt
 def test_one_process_cannot_hold_more_than_the_memory_limit(pool: SandboxPool) -> None:
     """1150 MiB in one process, under the default 1 GiB limit: killed, not a pass (the worker's
     cgroup allows the limit plus what the idle worker holds, 17 MiB here, and a little slack for
-    its buffers; a fixed 192 MiB allowance handed the rest to the run). 960 MiB still passes."""
+    its buffers, not a fixed allowance that would hand the rest to the run). 960 MiB still
+    passes."""
     if "memory" not in _cgroup.available()[0]:
         pytest.skip("no writable memory cgroup here: memory is per-process")
     result = run_tests(NEEDS_900_MIB.replace("900", "1150"), CHECK, timeout=3.0, pool=pool)
@@ -435,14 +437,14 @@ def test_the_cpu_time_of_all_the_runs_processes_is_bounded_by_its_wall_time(pool
 def test_the_sandbox_never_runs_as_host_root(pool: SandboxPool) -> None:
     """Every process of a worker and of a run has an unprivileged host uid, also when we are root."""
     code = (f"import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import time; "
-            f"time.sleep(3)', '{MARKER}-uid'])\nimport time\ntime.sleep(0.3)\n" + HONEST_ADD)
+            f"time.sleep(3)', '{HERMETIC_MARKER}-uid'])\nimport time\ntime.sleep(0.3)\n" + HONEST_ADD)
     seen: dict[int, int] = {}
 
     def watch() -> None:
         deadline = time.monotonic() + 2.0
         while time.monotonic() < deadline and not seen:
             for info in process_table().values():
-                if f"{MARKER}-uid" in info.cmdline:
+                if f"{HERMETIC_MARKER}-uid" in info.cmdline:
                     with open(f"/proc/{info.pid}/status") as handle:
                         uid = next(int(line.split()[1]) for line in handle if line.startswith("Uid:"))
                     seen[info.pid] = uid
@@ -516,6 +518,7 @@ def apply(fn, x):
 @pytest.mark.parametrize("attack", JUDGE_ATTACKS, ids=lambda a: a.name)
 def test_judge_attack_scores_only_honest_work_and_leaves_nothing_behind(
         attack: Case, pool_of_two: SandboxPool) -> None:
+    """Each judged attack scores its honest fraction and leaves nothing behind (see the helper)."""
     judge_attack_scores_only_honest_work_and_leaves_nothing_behind(attack, pool_of_two)
 
 
@@ -536,6 +539,7 @@ def add(a, b):
 @pytest.mark.parametrize("attack", CHECK_ATTACKS, ids=lambda a: a.name)
 def test_check_attack_scores_only_honest_work_and_leaves_nothing_behind(
         attack: Case, pool_of_two: SandboxPool) -> None:
+    """Each attack scores its honest fraction and leaves nothing behind (see the helper)."""
     check_attack_scores_only_honest_work_and_leaves_nothing_behind(attack, pool_of_two)
 
 
@@ -747,10 +751,9 @@ def test_g_kept_alive_after_its_last_bytes_is_stopped_by_the_runs_limits(
     CPU is stopped by the run's CPU or wall limit like any loop (no longer than a candidate
     whose f spins), scores exactly its earned work (0.5: f right, g wrong; the frames were all
     sent before), and the next honest run on the same worker scores 1.0, no worker waited out.
-    A stuck flush (G never writes FINISHED) is a timeout; G lingering after FINISHED
-    is, today, ended once G has closed its pipes. Rebinding LINGER or _sleep is new with 5a138a1 (at 8441f5c
-    those two ended at once), but os._exit and a stuck flush did the same there already; with
-    only the junk after the marker G lingers its 50 ms and exits (0.07-0.1 s, not a timeout)."""
+    A stuck flush (G never writes FINISHED) is a timeout; G lingering after FINISHED is ended
+    once G has closed its pipes; with only the junk after the marker G lingers its 50 ms and
+    exits (not a timeout)."""
     workers = pool.worker_pids
     code = FORGERY + KEEP_G_ALIVE[how] + BURN_AND_JUNK + HALF_CODE
     result = run_on(pool, code, HALF, timeout=0.5)

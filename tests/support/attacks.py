@@ -692,7 +692,7 @@ def judge_attack_scores_only_honest_work_and_leaves_nothing_behind(
 ADD_MULTI = "x = add(99, 2)\ny = add(x, 1)\nassert y == 102"
 
 
-CASE_MARKER = f"agentenv-redteam-{os.getpid()}-{int(time.time())}"
+CASE_MARKER = f"agentenv-check-attack-{os.getpid()}-{int(time.time())}"
 
 
 def check_case(name: str, code: str, checks: tuple[str, ...], **kwargs: object) -> Case:
@@ -1146,3 +1146,19 @@ os.read(ready_r, 1)
 def f():
     return 0
 """
+
+
+# The attack class files (tests/attacks/), one per attack class.
+ATTACK_CLASS_FILES = ("test_hermetic_runs", "test_run_limits", "test_judge_isolation",
+                      "test_judge_values", "test_equality", "test_pool_poisoning",
+                      "test_fallback_and_redaction", "test_candidate_text")
+
+
+def every_judge_attack() -> list[Case]:
+    """The judge attack cases (``JUDGE_ATTACKS``) of every class file, for a test that reads the
+    failures of cases filed under several classes (importable where tests/attacks is on the path,
+    as under pytest)."""
+    import importlib
+
+    return [case for name in ATTACK_CLASS_FILES
+            for case in getattr(importlib.import_module(name), "JUDGE_ATTACKS", ())]
