@@ -34,7 +34,6 @@ from support.attacks import (
     HONEST_CPU,
     KEEP_G_ALIVE,
     LOCALS,
-    LOOP,
     NEEDS_900_MIB,
     PROCESS_BOMB,
     REBIND_LOCALS,
@@ -62,7 +61,7 @@ from support.attacks import (
     strict_pool,
 )
 from support.hangs import prompt
-from test_load_independence import honest
+from test_load_independence import LOOP, honest
 
 from agentenv.errors import IsolationUnavailable
 from agentenv.grading import RunResult, run_tests
