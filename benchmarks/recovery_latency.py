@@ -2,9 +2,9 @@
 
     python benchmarks/recovery_latency.py [--repeats 5]
 
-The red-team tests (tests/test_attacks_redteam9.py to 11) assert what the pool reports after an
-attack (the verdict, no timeout, no worker waited out or replaced), never how long it took: the
-machines they run on are shared and noisy. This measures the time itself. For each case, on a
+The fallback attack tests (tests/attacks/test_fallback_and_redaction.py) assert what the pool
+reports after an attack (the verdict, no timeout, no worker waited out or replaced), never how
+long it took: the machines they run on are shared and noisy. This measures the time itself. For each case, on a
 fresh one-worker pool at the rlimits level (as root it needs
 ``AGENTENV_SANDBOX_ALLOW_ROOT_FALLBACK=1``): one hostile run, then one honest run (a plain and a
 judged check), timed from the call to its answer; the same after an honest run as the baseline.
