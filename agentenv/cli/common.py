@@ -126,6 +126,9 @@ class Group(click.Group):
         super().__init__(*args, **kwargs)
         self.params.extend(_global_params())
 
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)  # in the order they were added, as the help has always listed them
+
 
 Group.group_class = Group
 
