@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 import typing
 
+import click
 import pytest
 
 from agentenv import choices
 from agentenv.choices import Backend, FeedbackSource, Mode, StepReward, StopWhen, parse, values
-from agentenv.cli import build_parser
+from agentenv.cli import app
 from agentenv.errors import ConfigError
 from agentenv.records import OUTCOMES, STOP_REASONS, Outcome
 from agentenv.rollout.plan import RolloutConfig
@@ -40,16 +40,16 @@ def test_config_accepts_strings_and_members_and_stores_strings() -> None:
         RolloutConfig(backend="k8s")
 
 
-def _choices(parser: argparse.ArgumentParser, command: str, option: str) -> tuple[str, ...] | None:
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    action = next(a for a in sub.choices[command]._actions if option in a.option_strings)
-    return tuple(action.choices) if action.choices is not None else None
+def _choices(command: str, option: str) -> tuple[str, ...] | None:
+    """The choices the command line offers for ``option`` of ``command``, read from its click params."""
+    param = next(p for p in app.commands[command].params if option in p.opts)
+    return tuple(param.type.choices) if isinstance(param.type, click.Choice) else None
 
 
 @pytest.mark.parametrize(("option", "enum"), [("--backend", Backend), ("--feedback-from", FeedbackSource),
                                               ("--stop-when", StopWhen)])
 def test_cli_choices_come_from_the_enums(option: str, enum: type[choices.StrEnum]) -> None:
-    assert _choices(build_parser(), "run", option) == values(enum)
+    assert _choices("run", option) == values(enum)
 
 
 def test_task_choices_derive_from_the_enums() -> None:
@@ -63,7 +63,7 @@ def test_isolation_levels_are_one_enum_for_the_sandbox_and_the_cli() -> None:
     from agentenv.sandbox import ISOLATION_LEVELS
 
     assert ISOLATION_LEVELS == values(choices.IsolationLevel) == ("rlimits", "strict")
-    assert _choices(build_parser(), "check", "--isolation") == ISOLATION_LEVELS
+    assert _choices("check", "--isolation") == ISOLATION_LEVELS
 
 
 def test_run_tests_names_the_enums_choices_for_a_bad_level_or_equality() -> None:

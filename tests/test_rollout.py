@@ -374,6 +374,24 @@ def test_progress_callbacks_see_every_episode() -> None:
     assert starts == [(4, 0)] and sorted(seen) == [1, 2, 3, 4]
 
 
+def test_on_resume_gets_the_episodes_the_run_directory_already_holds(tmp_path: Path) -> None:
+    """on_resume(finished, partial) is the runner's own resume: nothing on a fresh directory, and
+    on a second run with more samples the first run's episodes, in plan order, before on_start."""
+    calls: list[tuple[str, list[str], int]] = []
+
+    def run(samples: int) -> Any:
+        return run_rollouts(TASKS, ScriptedPolicy(TASKS), RolloutConfig(mode="single_step", samples=samples),
+                            tmp_path, on_start=lambda total, done: calls.append(("start", [], done)),
+                            on_resume=lambda done, partial: calls.append(
+                                ("resume", [str(t.episode_id) for t in done], len(partial))))
+
+    first = run(1)
+    assert calls == [("resume", [], 0), ("start", [], 0)]
+    calls.clear()
+    run(2)
+    assert calls == [("resume", [str(t.episode_id) for t in first.trajectories], 0), ("start", [], len(TASKS))]
+
+
 # -- the summary -----------------------------------------------------------------------------------
 
 def turn(t: int, reward: float, tokens: int = 10) -> TurnRecord:

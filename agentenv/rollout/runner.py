@@ -77,6 +77,7 @@ __all__ = ["Backend", "EnvFactory", "EnvPool", "EpisodeError", "LocalBackend", "
 log = get_logger(__name__)
 
 ProgressFn = Callable[[Trajectory, int, int], None]
+ResumeFn = Callable[[Sequence[Trajectory], Sequence[Trajectory]], None]
 
 
 @dataclass
@@ -110,11 +111,14 @@ def _resume(store: RunStore | None, config: RolloutConfig, tasks: Sequence[Task]
 async def arun_rollouts(tasks: Sequence[Task], policy: PolicyLike, config: RolloutConfig | None = None,
                         out_dir: str | Path | None = None, *, on_episode: ProgressFn | None = None,
                         on_start: Callable[[int, int], None] | None = None,
+                        on_resume: ResumeFn | None = None,
                         backend: Backend | None = None, env_factory: EnvFactory = make_env
                         ) -> RolloutResult:
     """Run every planned episode not already in ``out_dir``; write and summarise them.
 
-    ``on_start(total, already_done)`` is called once the plan is known, and
+    ``on_resume(finished, partial)`` is called first with the planned episodes ``out_dir``
+    already holds (finished ones, and partial ones this run continues; both in plan order),
+    ``on_start(total, already_done)`` once the plan is known, and
     ``on_episode(trajectory, n_finished, total)`` after each episode is written (both on the
     event loop: keep them quick). Without ``out_dir`` nothing is written and nothing resumed.
     ``env_factory(config, tasks, seed)`` builds each episode's environment (default
@@ -130,6 +134,9 @@ async def arun_rollouts(tasks: Sequence[Task], policy: PolicyLike, config: Rollo
     finished = {i: t for i, t in stored.items() if not t.partial}
     partial = {i: t for i, t in stored.items() if t.partial}
     skipped = len(finished)
+    if on_resume is not None:
+        on_resume([finished[s.episode_id] for s in specs if s.episode_id in finished],
+                  [partial[s.episode_id] for s in specs if s.episode_id in partial])
     # An episode left partial by an earlier run goes on from its last graded turn.
     todo = [dataclasses.replace(s, resume=partial[s.episode_id].to_dict()) if s.episode_id in partial else s
             for s in specs if s.episode_id not in finished]
@@ -194,7 +201,7 @@ async def arun_rollouts(tasks: Sequence[Task], policy: PolicyLike, config: Rollo
 def run_rollouts(tasks: Sequence[Task], policy: PolicyLike, config: RolloutConfig | None = None,
                  out_dir: str | Path | None = None, *, on_episode: ProgressFn | None = None,
                  on_start: Callable[[int, int], None] | None = None,
-                 env_factory: EnvFactory = make_env) -> RolloutResult:
+                 on_resume: ResumeFn | None = None, env_factory: EnvFactory = make_env) -> RolloutResult:
     """Blocking twin of :func:`arun_rollouts` (runs its own event loop)."""
 
     results: list[RolloutResult] = []
@@ -202,7 +209,8 @@ def run_rollouts(tasks: Sequence[Task], policy: PolicyLike, config: RolloutConfi
     async def main() -> None:
         try:
             results.append(await arun_rollouts(tasks, policy, config, out_dir, on_episode=on_episode,
-                                               on_start=on_start, env_factory=env_factory))
+                                               on_start=on_start, on_resume=on_resume,
+                                               env_factory=env_factory))
         finally:
             aclose = getattr(policy, "aclose", None)
             if aclose is not None:  # the policy's HTTP client for this loop dies with the loop

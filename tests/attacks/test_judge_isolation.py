@@ -758,8 +758,9 @@ def test_the_judge_honours_the_tasks_float_tolerance_like_the_fast_path(pool_of_
 class _Names:
     """A stand-in for the judge's channel: records which names were looked up."""
 
-    def __init__(self, defined: set[str]) -> None:
+    def __init__(self, defined: set[str], defines: frozenset[str] | None = None) -> None:
         self.defined = defined
+        self.defines = defines  # what the task asks the candidate to define (None: not said)
         self.asked: list[str] = []
 
     def lookup(self, name: str) -> tuple[bool, object]:
@@ -776,11 +777,23 @@ def test_the_judge_binds_only_names_nobody_else_owns_to_the_candidate() -> None:
 
     check = ("def _check():\n    import random\n    xs = sorted([random.random(), 2])\n"
              "    assert math.isclose(f(xs), helper(xs)) and len(xs) == 2\n_check()\n")
-    ns: dict = {"helper": "setup's helper"}
     names = _Names({"f", "math", "sorted", "len"})
+    ns = _judge._Namespace(names)  # type: ignore[arg-type]
+    ns["helper"] = "setup's helper"
     added = _judge._bind(_judge._free_globals(check), ns, names, check=True)  # type: ignore[arg-type]
-    assert names.asked == ["f"] and added == ["f"]
+    assert names.asked == [] and added == []  # the candidate's names are read when used
     assert ns["math"] is math and ns["helper"] == "setup's helper" and "sorted" not in ns
+    assert ns["sorted"] is sorted and ns["len"] is len and names.asked == []
+    assert ns["f"] == "<candidate f>" and ns["f"] == "<candidate f>"
+    assert names.asked == ["f", "f"]  # data is read afresh at every use (COUNTER after bump())
+    with pytest.raises(KeyError):
+        ns["g"]
+    asked = _Names({"f", "helper2"}, defines=frozenset({"f"}))
+    limited = _judge._Namespace(asked)  # type: ignore[arg-type]
+    assert limited["f"] == "<candidate f>"
+    with pytest.raises(KeyError):  # the candidate defines it, but the task does not ask for it
+        limited["helper2"]
+    assert asked.asked == ["f"]
 
 
 def test_builtins_are_the_candidates_only_in_a_check_that_uses_nothing_else() -> None:

@@ -1,0 +1,7 @@
+"""``python -m agentenv.cli``: the ``agentenv`` command."""
+
+import sys
+
+from agentenv.cli import main
+
+sys.exit(main())
