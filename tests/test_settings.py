@@ -9,12 +9,13 @@ import pytest
 
 import agentenv
 from agentenv import settings
+from agentenv.sandbox._isolation import SANDBOX_FILES
 
 PACKAGE = Path(agentenv.__file__).parent
 # The sandbox's own files that run inside it (standard library only, loaded by path) set up the
 # candidate's environment; _limits copies an allowlist of harmless variables for the fallback's
 # candidates and grading/redact scans values for secrets. None of them reads configuration.
-KNOWN_EXCEPTIONS = ("sandbox/_worker.py", "sandbox/_runner.py", "sandbox/_judge.py",
+KNOWN_EXCEPTIONS = (*(f"sandbox/{name}" for name in SANDBOX_FILES),
                     "sandbox/_launch.py", "sandbox/_limits.py", "grading/redact.py")
 _READERS = {"environ", "environb", "getenv", "getenvb", "getproxies_environment", "putenv", "unsetenv"}
 
