@@ -340,11 +340,13 @@ def processes(pids: Sequence[int], since: int, *, namespaces: bool, zygote_pid: 
             ticks = int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
         except (OSError, ValueError, IndexError):
             continue  # gone in between: its time is now in its parent's
-        found.append(Process(pid, pid in own, fields[0], ticks, _delay(pid) if delays else 0.0))
+        found.append(Process(pid, pid in own, fields[0], ticks, delay(pid) if delays else 0.0))
     return found
 
 
-def _delay(pid: int) -> float:
+def delay(pid: int) -> float:
+    """Seconds process ``pid`` spent runnable but waiting for a core (``/proc/PID/schedstat``);
+    0 where the kernel does not say."""
     try:
         with open(f"/proc/{pid}/schedstat", "rb") as handle:
             return int(handle.read().split()[1]) / 1e9
@@ -370,7 +372,7 @@ def run_delay(seen: Sequence[Process]) -> float:
 
 def first_delay(runs: Sequence[Run]) -> float:
     """``G``'s and ``J``'s run delay so far, added up (the clock's baseline)."""
-    return sum(_delay(run.pid) for run in runs)
+    return sum(delay(run.pid) for run in runs)
 
 
 def kill(pid: int) -> None:

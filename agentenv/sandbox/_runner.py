@@ -60,7 +60,8 @@ _here = os.path.dirname(os.path.abspath(__file__))
 if _here not in sys.path:
     sys.path.insert(0, _here)
 
-import _rpc  # noqa: E402  (loaded by path inside the sandbox)
+import _monitor  # noqa: E402  (loaded by path inside the sandbox)
+import _rpc  # noqa: E402
 import _wire  # noqa: E402
 from _schema import (  # noqa: E402  (the wire schema: keys and kinds, declared once)
     ASSERTION,
@@ -427,15 +428,6 @@ def _cpu_seconds(pid: int) -> float:
         return 0.0
 
 
-def _waited_seconds(pid: int) -> float:
-    """Seconds process ``pid`` spent runnable but waiting for a core (``/proc/PID/schedstat``)."""
-    try:
-        with _open(f"/proc/{pid}/schedstat", "rb") as handle:
-            return int(handle.read().split()[1]) / 1e9
-    except (OSError, ValueError, IndexError):
-        return 0.0
-
-
 def _read_output(fd: int, pid: int, cpu: float | None, wall: float | None,
                  starved: float, cap: int) -> tuple[list[bytes], bool]:
     """The program's output (at most ``cap`` bytes kept, one more byte telling it went past)
@@ -451,7 +443,7 @@ def _read_output(fd: int, pid: int, cpu: float | None, wall: float | None,
     while True:
         if wall is not None:
             elapsed = _monotonic() - start
-            if elapsed > wall * starved or elapsed - _waited_seconds(pid) > wall:
+            if elapsed > wall * starved or elapsed - _monitor.delay(pid) > wall:
                 return chunks, True
             if not select.select([fd], [], [], 0.05)[0]:
                 if cpu is not None and _cpu_seconds(pid) > cpu:
