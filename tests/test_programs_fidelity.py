@@ -93,6 +93,7 @@ def test_every_program_gets_its_judges_verdict_in_one_layout_each() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.exhaustive
 def test_every_program_gets_its_judges_verdict_in_every_layout() -> None:
     _check(grade_all(programs() + heavy_programs()))
 
