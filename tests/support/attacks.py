@@ -745,10 +745,9 @@ HALF = ["assert f() == 1", "assert g() == 2"]
 HALF_CODE = "def f():\n    return 1\ndef g():\n    return 3\n"
 
 
-# Candidate-side: the run's nonce (a local of run_job, below the candidate's frames), the worker
-# module's globals (those of become_candidate), the exact end the worker waits for, and forged
-# frames bound to the nonce.
-FORGERY = """
+# Candidate-side: the run's nonce (a local of run_job, below the candidate's frames) and the
+# exact end the worker waits for on G's pipe, found by walking the candidate's frames.
+FIND_THE_END = """
 import os, sys, threading, time
 def _find(pick):
     frame = sys._getframe()
@@ -762,9 +761,14 @@ def _find(pick):
                 return found
         frame = frame.f_back
 NONCE = _find(lambda s: s["job"]["nonce"])
-W = _find(lambda s: s if "become_candidate" in s else None)
 _wire, _schema = sys.modules["_wire"], sys.modules["_schema"]
 END = _wire.encode_frame(NONCE, {_schema.TYPE: _schema.DONE}) + b"+finished\\n"
+"""
+
+# FIND_THE_END, the worker module's globals (those of become_candidate), and forged frames bound
+# to the nonce.
+FORGERY = FIND_THE_END + """
+W = _find(lambda s: s if "become_candidate" in s else None)
 assert END == W["ended"](NONCE)
 def forged_call(index, value, j=0):
     return _wire.encode_frame(NONCE, {_schema.TYPE: _schema.CALL, _schema.INDEX: index,
@@ -822,25 +826,9 @@ def honest_controls_pass(pool: SandboxPool) -> None:
     assert waits == [], waits
 
 
-# Candidate-side: the run's nonce (a local of run_job, below the candidate's frames), the exact
-# end the worker waits for on G's pipe, and G's frames bound to it. Also found from a stdio
-# program's process and from a finalizer (their frames sit above _run_stdio and run_job too).
-FORGED_ENDS = """
-import os, sys, threading, time
-def _find(pick):
-    frame = sys._getframe()
-    while frame is not None:
-        for scope in (frame.f_locals, frame.f_globals):
-            try:
-                found = pick(scope)
-            except Exception:
-                found = None
-            if found is not None:
-                return found
-        frame = frame.f_back
-NONCE = _find(lambda s: s["job"]["nonce"])
-_wire, _schema = sys.modules["_wire"], sys.modules["_schema"]
-END = _wire.encode_frame(NONCE, {_schema.TYPE: _schema.DONE}) + b"+finished\\n"
+# FIND_THE_END, and G's frames bound to it. Also found from a stdio program's process and from a
+# finalizer (their frames sit above _run_stdio and run_job too).
+FORGED_ENDS = FIND_THE_END + """
 WARM_END = _wire.encode_frame("0" * 32, {_schema.TYPE: _schema.DONE}) + b"+finished\\n"
 """
 
