@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from agentenv.untrusted import json_line
+
 __all__ = ["decode", "encode", "from_data", "to_data"]
 
 T = TypeVar("T")
@@ -43,9 +45,7 @@ def encode(record: Any) -> bytes:
     try:
         return _ENCODER.encode(record)
     except UnicodeEncodeError:
-        import json
-
-        return json.dumps(to_data(record), ensure_ascii=True).encode("ascii")
+        return json_line(to_data(record)).encode("utf-8")
 
 
 def decode(line: bytes | str, kind: type[T]) -> T:
